@@ -1,0 +1,20 @@
+// Floors the benches measure beside rig, in the same run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "bench.hpp"
+
+namespace rig::bench {
+
+// A round trip between two threads through one atomic word each way, spinning.
+Spread spin_ping_pong(int repeats, std::uint64_t n);
+// OpenCL (the first platform's CPU device, PoCL on Debian): enqueue of an empty kernel and
+// clFinish. nullopt with the reason in `why` where no OpenCL CPU device is available.
+std::optional<Spread> opencl_empty_kernel(int repeats, std::uint64_t n, std::string& why);
+// An empty OpenMP parallel region over `threads` threads.
+Spread openmp_empty_region(int repeats, std::uint64_t n, int threads);
+
+}  // namespace rig::bench

@@ -1,0 +1,206 @@
+// The core's state behind the public handles: devices, allocations, images, functions,
+// submissions and runs. Internal to rig.
+#pragma once
+
+#include <rig/rig.hpp>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sync.hpp"
+
+namespace rig::detail {
+
+inline std::uint64_t pack(std::uint16_t index, std::uint64_t value) {
+  return (std::uint64_t(index) << 48) | (value & Point::kValueMask);
+}
+inline std::uint16_t index_of(std::uint64_t bits) { return std::uint16_t(bits >> 48); }
+inline std::uint64_t value_of(std::uint64_t bits) { return bits & Point::kValueMask; }
+
+// Work to do once some points are reached: memory to give back to its driver, an image to
+// unload, the objects a submission kept for its work.
+struct Deferred {
+  std::vector<std::uint64_t> points;  // packed
+  std::function<void()> act;
+};
+
+struct DeviceState {
+  std::uint16_t index = 0;
+  std::string name;
+  edge::Facts facts;
+  std::unique_ptr<edge::Driver> driver;
+  const rig_driver* c = nullptr;
+  void* edge = nullptr;
+  bool own_word = false;      // the driver keeps the word; rig reads it through signaled
+  bool runs_on_host = false;  // host and memory devices
+  bool computes = false;
+  int default_queue[5] = {-1, -1, -1, -1, -1};  // by Kind
+
+  // The timeline.
+  std::atomic<std::uint64_t> submitted{0};
+  std::atomic<std::uint64_t> committed{0};
+  Turn turn;                  // room, submit and commit: one at a time
+  std::mutex calls;           // the driver's C++ functions: one at a time
+  std::atomic<int> sleepers{0};
+
+  // Loss.
+  std::atomic<bool> is_lost{false};
+  mutable std::mutex loss_mutex;
+  std::string why;
+  std::uint64_t reached_at_loss = 0;
+  bool stopped = false;
+
+  // Memory.
+  std::atomic<std::size_t> budget{0};
+  std::atomic<std::size_t> used{0};
+  std::mutex deferred_mutex;
+  std::vector<Deferred> deferred;
+
+  // The value the word shows now (through the driver for a word of its own).
+  std::uint64_t word() const {
+    return __atomic_load_n(&rig_words[index], __ATOMIC_ACQUIRE);
+  }
+  std::uint64_t read_word();
+  // True iff v is reached; never blocks, never commits. Raises Lost where v is a lost
+  // value.
+  bool reached(std::uint64_t v);
+  // Commits the work up to v if it is not yet committed.
+  void commit_through(std::uint64_t v);
+  // Returns once v is reached.
+  void wait(std::uint64_t v);
+
+  // Loses the device for good with reason `why`; the first reason wins. `holding_turn`:
+  // the caller holds the turn (it is released here before stop).
+  void lose(std::string why, bool holding_turn = false);
+  [[noreturn]] void throw_lost() const;
+  void check_live() const {
+    if (is_lost.load(std::memory_order_acquire)) throw_lost();
+  }
+
+  // Queues `act` until every point is reached, or runs it now if they are.
+  void defer(std::vector<std::uint64_t> points, std::function<void()> act);
+  // Runs the deferred acts whose points are reached.
+  void drain();
+  // Throws invalid_argument with "NAME: " before the message.
+  template <class... A>
+  [[noreturn]] void refuse(fmt::format_string<A...> f, A&&... a) const;
+  ~DeviceState();
+};
+
+// The device at a packed point's index, or null if none was ever opened there.
+DeviceState* device_at(std::uint16_t index);
+std::shared_ptr<DeviceState> shared_device_at(std::uint16_t index);
+
+// True iff the packed point is reached (commits nothing); Lost for a lost value.
+bool point_reached(std::uint64_t bits);
+
+// An allocation of a device's memory, which every buffer over it shares, with its stamps.
+struct Allocation {
+  std::shared_ptr<DeviceState> device;
+  std::optional<edge::Region> region;  // none for memory rig does not own (of_host)
+  std::uint64_t address = 0;
+  std::optional<std::uintptr_t> host;
+  std::intptr_t handle = 0;
+  std::size_t bytes = 0;
+  Memory memory = Memory::Device;
+  Access access = Access::ReadWrite;
+  std::shared_ptr<const void> owner;  // keeps caller memory alive (of_host)
+  std::optional<std::string> dead;
+
+  // Stamps: the last write, and per device the last use, as packed points.
+  SpinLock lock;
+  std::uint64_t last_write = 0;
+  std::vector<std::uint64_t> uses;
+
+  void use(std::uint64_t point, bool writes);
+  ~Allocation();
+};
+
+struct ImageState {
+  std::shared_ptr<DeviceState> device;
+  edge::ImageId id = 0;
+  std::shared_ptr<Allocation> code;  // the memory a placed image lies in
+  std::mutex mutex;
+  std::vector<std::weak_ptr<FunctionState>> functions;
+  ~ImageState();
+};
+
+struct FunctionState {
+  std::shared_ptr<ImageState> image;
+  std::string name;
+  edge::Entry entry;
+};
+
+struct HoldState {
+  std::function<void()> release;
+  ~HoldState() {
+    if (release) release();
+  }
+};
+
+// A launch of a submission: where its parameters lie in a run and how refs patch them.
+struct LaunchPart {
+  int part = 0;
+  std::shared_ptr<FunctionState> function;
+  std::uint32_t params = 0;
+  std::uint32_t offset = 0;  // in the run's parameter storage
+  std::vector<Submission::Ref> refs;
+  std::vector<std::uint32_t> ref_offsets;
+};
+
+// A copy of a submission: its ends, fixed or a run's buffer.
+struct CopyPart {
+  int part = 0;
+  Submission::Side src, dst;
+  std::vector<rig_box> boxes;
+};
+
+struct SubmissionState {
+  std::shared_ptr<DeviceState> device;
+  std::vector<rig_part> parts;  // handed to the driver, under the device's turn
+  std::vector<std::vector<std::uint32_t>> after;
+  std::vector<LaunchPart> launches;
+  std::vector<CopyPart> copies;
+  std::vector<Buffer> part_buffers;  // words and fill arguments
+  int reads = 0, writes = 0;
+  std::vector<std::pair<Buffer, Access>> fixed;
+  std::vector<std::shared_ptr<const void>> keep;
+  std::optional<Hold> hold;
+  std::uint32_t param_bytes = 0;  // run storage it needs
+  std::atomic<std::uint64_t> last_value{0};
+  ~SubmissionState();
+};
+
+}  // namespace rig::detail
+
+namespace rig {
+struct Run::Storage {
+  struct Geometry {
+    std::uint32_t groups[3] = {1, 1, 1};
+    std::uint32_t threads[3] = {1, 1, 1};
+    std::uint32_t shared = 0;
+  };
+  std::vector<std::byte> params;   // the caller's parameters
+  std::vector<std::byte> patched;  // with refs patched, handed to the driver
+  std::vector<Geometry> geometry;
+  std::vector<std::uint64_t> producers;  // packed points the submit waits for
+  std::vector<rig_wait> waits;           // the in-queue waits
+  void fit(std::size_t param_bytes, std::size_t launches) {
+    if (params.size() < param_bytes) {
+      params.resize(param_bytes);
+      patched.resize(param_bytes);
+    }
+    if (geometry.size() < launches) geometry.resize(launches);
+  }
+};
+}  // namespace rig
+
+#include <fmt/format.h>
+
+template <class... A>
+void rig::detail::DeviceState::refuse(fmt::format_string<A...> f, A&&... a) const {
+  throw std::invalid_argument(fmt::format("{}: {}", name, fmt::format(f, std::forward<A>(a)...)));
+}

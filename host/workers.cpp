@@ -1,0 +1,152 @@
+// workers.cpp — helper threads that share a launch's groups with the dispatcher.
+//
+// Protocol. run() writes the launch into current_, resets next_group_, then opens a new
+// epoch in state_ (release: a helper that sees the epoch sees the launch). A helper that
+// sees an open epoch it has not joined increments active_ and checks that the same epoch
+// is still open before it reads the launch; run() closes the epoch once no group is left
+// and waits for active_ to reach 0 before it returns. With sequentially consistent
+// operations on both sides, either the helper sees the close and leaves without touching
+// the launch, or run sees the helper and waits for it, so current_ is never read while the
+// next launch writes it.
+#include "workers.hpp"
+
+#include "futex.hpp"
+
+#include <algorithm>
+#include <new>
+
+namespace rig::host {
+
+namespace {
+
+// Spin budgets: a hand-off within this time costs no futex wake-up.
+constexpr std::uint64_t kEagerSpinNs = 20'000;
+constexpr std::uint64_t kSpinNs = 60'000;
+
+// Waits (spin, then 50 µs sleeps) until `count` is 0.
+void wait_for_zero(const std::atomic<std::uint32_t>& count) {
+  Spin spin(kEagerSpinNs, kSpinNs);
+  while (count.load(std::memory_order_acquire) != 0) {
+    if (!spin.spin()) {
+      timespec t{0, 50'000};
+      nanosleep(&t, nullptr);
+    }
+  }
+}
+
+}  // namespace
+
+Workers::ScratchPtr Workers::make_scratch() {
+  return ScratchPtr(static_cast<std::byte*>(::operator new[](kSharedBytesMax, std::align_val_t(64))));
+}
+
+Workers::Workers(unsigned helpers) : caller_scratch_(make_scratch()) {
+  threads_.reserve(helpers);
+  for (unsigned i = 0; i < helpers; ++i) threads_.emplace_back([this] { helper_main(); });
+}
+
+Workers::~Workers() { stop(); }
+
+void Workers::interrupt() {
+  stopping_.store(true, std::memory_order_seq_cst);
+  // Change the futex word so that a helper about to park sees a new value, then wake all.
+  state_.fetch_add(2, std::memory_order_seq_cst);
+  futex_wake(state_);
+}
+
+void Workers::stop() {
+  interrupt();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+bool Workers::run(const GroupLaunch& launch) {
+  const std::uint64_t total =
+      std::uint64_t(launch.groups[0]) * launch.groups[1] * launch.groups[2];
+  if (total == 0) return true;
+
+  if (threads_.empty() || total == 1) {
+    // Alone: the groups run here, in order, a few at a time between looks at stop.
+    current_ = launch;
+    total_ = total;
+    chunk_ = std::min<std::uint64_t>(total, 64);
+    next_group_.store(0, std::memory_order_relaxed);
+    take_groups(caller_scratch_.get());
+    return !stopping_.load(std::memory_order_acquire);
+  }
+
+  current_ = launch;
+  total_ = total;
+  const std::uint64_t participants = threads_.size() + 1;
+  // Chunks amortise the counter for grids of many small groups while keeping the load
+  // balanced for grids of few large ones.
+  chunk_ = std::clamp<std::uint64_t>(total / (participants * 16), 1, 32);
+  next_group_.store(0, std::memory_order_relaxed);
+
+  const std::uint32_t open = ((state_.load(std::memory_order_relaxed) >> 1) + 1) << 1 | 1u;
+  state_.store(open, std::memory_order_seq_cst);
+  if (parked_.load(std::memory_order_seq_cst) != 0) futex_wake(state_);
+
+  take_groups(caller_scratch_.get());
+
+  // Close the epoch, then wait for the helpers still running groups of it.
+  state_.store(open & ~1u, std::memory_order_seq_cst);
+  wait_for_zero(active_);
+  return !stopping_.load(std::memory_order_acquire);
+}
+
+void Workers::take_groups(std::byte* scratch) {
+  const GroupLaunch& l = current_;
+  const std::uint64_t gx = l.groups[0];
+  const std::uint64_t gxy = gx * l.groups[1];
+  rig_host_group g{};
+  for (int d = 0; d < 3; ++d) {
+    g.groups[d] = l.groups[d];
+    g.threads[d] = l.threads[d];
+  }
+  g.shared_bytes = l.shared;
+  g.shared = l.shared != 0 ? scratch : nullptr;
+  g.value = l.value;
+
+  for (;;) {
+    if (stopping_.load(std::memory_order_relaxed)) return;
+    const std::uint64_t first = next_group_.fetch_add(chunk_, std::memory_order_relaxed);
+    if (first >= total_) return;
+    const std::uint64_t last = std::min(first + chunk_, total_);
+    for (std::uint64_t i = first; i < last; ++i) {
+      g.group[0] = std::uint32_t(i % gx);
+      g.group[1] = std::uint32_t(i % gxy / gx);
+      g.group[2] = std::uint32_t(i / gxy);
+      l.kernel(l.params, &g);
+    }
+  }
+}
+
+void Workers::helper_main() {
+  ScratchPtr scratch = make_scratch();
+  std::uint32_t seen = 0;  // the last open state joined; 0 is closed, never open
+  for (;;) {
+    // Wait for an open epoch not yet joined: spin, then park on state_.
+    std::uint32_t s = 0;
+    Spin spin(kEagerSpinNs, kSpinNs);
+    for (;;) {
+      if (stopping_.load(std::memory_order_acquire)) return;
+      s = state_.load(std::memory_order_acquire);
+      if ((s & 1u) != 0 && s != seen) break;
+      if (spin.spin()) continue;
+      parked_.fetch_add(1, std::memory_order_seq_cst);
+      if (state_.load(std::memory_order_seq_cst) == s && !stopping_.load(std::memory_order_seq_cst)) {
+        futex_wait(state_, s);
+      }
+      parked_.fetch_sub(1, std::memory_order_relaxed);
+      spin = Spin(kEagerSpinNs, kSpinNs);
+    }
+    seen = s;
+    active_.fetch_add(1, std::memory_order_seq_cst);
+    if (state_.load(std::memory_order_seq_cst) == s) take_groups(scratch.get());
+    active_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+}  // namespace rig::host

@@ -1,0 +1,460 @@
+// rig.hpp — the public API: devices, points, buffers, images, submissions.
+//
+// A program opens devices, allocates buffers, loads code and submits work. rig orders
+// that work on per-device timelines: a device's work is one sequence of submissions
+// numbered 1, 2, 3, …, its values; value v is reached once every submission up to v has
+// completed. Every function may be called from any thread.
+//
+// Errors: misuse raises std::invalid_argument, a lost device rig::Lost, memory
+// rig::OutOfMemory; an expected failure (a driver rejecting a binary) is a Result error.
+// Every message names the device and the reason.
+#pragma once
+
+#include <rig/edge.hpp>
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+namespace rig {
+
+namespace detail {
+struct DeviceState;
+struct Allocation;
+struct ImageState;
+struct FunctionState;
+struct SubmissionState;
+struct HoldState;
+}  // namespace detail
+
+class Device;
+
+// A device was lost: every later use of it, its memory, or memory waiting on its unreached
+// values raises this. what() is "NAME lost: why".
+class Lost : public std::runtime_error {
+ public:
+  Lost(std::string device, std::string why);
+  const std::string& device() const { return device_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string device_, why_;
+};
+
+// An allocation did not fit the device's budget, or its driver had no memory for it after
+// the rounds of reclamation.
+class OutOfMemory : public std::runtime_error {
+ public:
+  OutOfMemory(std::string device, std::size_t bytes, std::string why);
+  const std::string& device() const { return device_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::string device_;
+  std::size_t bytes_;
+};
+
+// A handle to a device. Handles are cheap to copy; == compares identity.
+class Device {
+ public:
+  // The device's name: "CPU", a memory device's name, "AMD:0", "NV:0", "CUDA:0", …
+  std::string_view name() const;
+  // Its architecture from its facts: "x86_64", "gfx1100", "sm_90"; "" for no processor.
+  std::string_view arch() const;
+  // True iff it has a queue, so runs work (false for an io device).
+  bool computes() const;
+  // True iff its work is this process's code (the host device and memory devices).
+  bool runs_on_host() const;
+  // Its queues, in the order of its facts.
+  std::span<const Queue> queues() const;
+  // The bytes of its last-level cache, if its driver knows them.
+  std::optional<std::size_t> cache_bytes() const;
+  // The record its driver declared under `key`, or null if it declared none there.
+  template <class T>
+  const T* capability(const edge::Key<T>& key) const;
+  // Its facts as read at open.
+  const edge::Facts& facts() const;
+  // Its index: its points' device index, and its timeline word's index in rig_words.
+  std::uint16_t index() const;
+
+  // The bytes of memory it may hold, and the bytes it holds now.
+  std::size_t budget() const;
+  std::size_t used() const;
+  // Sets the budget. It never frees live memory: allocations over it raise OutOfMemory.
+  void set_budget(std::size_t bytes);
+
+  // The last value assigned to a submission (0 if none).
+  std::uint64_t submitted() const;
+  // The last value the device's word showed, after committing its submitted work.
+  // Raises Lost if the device is lost.
+  std::uint64_t signaled();
+  // Returns once value v is reached. Raises invalid_argument if v > submitted(), and Lost
+  // if the device is lost before it reaches v.
+  void wait(std::uint64_t v);
+
+  // Why the device was lost, or nullopt while it is live.
+  std::optional<std::string> lost() const;
+  // Waits for the submitted work, then loses the device with reason "closed".
+  // Closing a lost device does nothing.
+  void close();
+
+  bool operator==(const Device& o) const { return state_ == o.state_; }
+  explicit Device(std::shared_ptr<detail::DeviceState> s) : state_(std::move(s)) {}
+  detail::DeviceState& state() const { return *state_; }
+
+ private:
+  std::shared_ptr<detail::DeviceState> state_;
+  const void* capability_of(const void* key) const;
+};
+
+// The host device, "CPU": this process's memory; it loads relocatable ELF objects and runs
+// their kernels over a grid on worker threads (rig/host_kernel.h). Opened at first use.
+Device host();
+// A new memory device named `name`: host memory with a timeline of its own, whose queue
+// "COPY:0" runs copies and fills inside submit. Raises invalid_argument if a live device
+// already has that name.
+Device memory_device(std::string_view name);
+// Opens the device `opener` names. Error if its make fails or a fault occurs while reading
+// its facts. Raises invalid_argument if a live device already has that name, or if its
+// facts break the contract (edge::Facts).
+template <class T>
+Result<Device> open(const edge::Opener<T>& opener);
+// The devices open now, in the order they opened.
+std::vector<Device> devices();
+
+// A value of a device's timeline: 16 bits of device index, 48 bits of value.
+class Point {
+ public:
+  Point() = default;  // value 0 of the host device, always reached
+  Point(const Device& d, std::uint64_t value);
+  Device device() const;
+  std::uint64_t value() const { return bits_ & kValueMask; }
+  std::uint16_t index() const { return std::uint16_t(bits_ >> 48); }
+  std::uint64_t bits() const { return bits_; }
+  static Point from_bits(std::uint64_t bits) { return Point(bits); }
+  // True iff the value is reached; commits it first. Raises Lost as Device::wait does.
+  bool reached() const;
+  // Returns once the value is reached (Device::wait).
+  void wait() const;
+  bool operator==(const Point&) const = default;
+
+  static constexpr std::uint64_t kValueMask = (std::uint64_t(1) << 48) - 1;
+
+ private:
+  explicit Point(std::uint64_t bits) : bits_(bits) {}
+  std::uint64_t bits_ = 0;
+};
+
+// Access that memory admits, or that a use takes.
+enum class Access { Read, ReadWrite };
+
+// rows rows of width bytes; row i starts at src_offset + i * src_pitch of the source and
+// dst_offset + i * dst_pitch of the destination.
+struct Box {
+  std::size_t src_offset = 0, dst_offset = 0, width = 0, rows = 0, src_pitch = 0, dst_pitch = 0;
+  // One row of n bytes.
+  static Box row(std::size_t n, std::size_t src_offset = 0, std::size_t dst_offset = 0) {
+    return Box{src_offset, dst_offset, n, n ? std::size_t(1) : 0, n, n};
+  }
+};
+
+// Bytes of a device's memory: all of an allocation, or a view of part of it. Buffers over
+// one allocation share its stamps: work through any of them is ordered as work on it.
+class Buffer {
+ public:
+  // n new bytes of d's memory of kind `memory`, with unspecified contents. Raises
+  // invalid_argument if memory is Pinned and the host addresses d's memory, OutOfMemory
+  // if it exceeds d's budget or d's driver has no room after reclamation, Lost if d is lost.
+  static Buffer create(const Device& d, std::size_t n, Memory memory = Memory::Device);
+  // A host buffer holding a copy of `bytes`.
+  static Buffer of_string(std::string_view bytes);
+  // A host buffer over `bytes` without a copy; `owner` keeps them alive as long as rig
+  // needs them. Each call makes a new allocation with stamps of its own.
+  static Buffer of_host(std::span<std::byte> bytes, std::shared_ptr<const void> owner);
+
+  // The `length` bytes of this buffer from its byte `first` on. Raises invalid_argument if
+  // the buffer is dead or the bytes do not lie inside it.
+  Buffer view(std::size_t first, std::size_t length) const;
+
+  Device device() const;
+  std::size_t length() const { return length_; }
+  std::size_t offset() const { return first_; }  // in its allocation
+  Access access() const;
+  // True iff its bytes are all of its allocation.
+  bool spans() const;
+  // True iff the two share a byte of memory.
+  bool overlaps(const Buffer& other) const;
+  // Why its memory was consumed, or nullopt while it is usable.
+  std::optional<std::string> dead() const;
+  // The address of its first byte in its device's work, and on the host if the host
+  // addresses it.
+  std::uint64_t address() const;
+  std::optional<std::uintptr_t> host_address() const;
+
+  // Returns once the work a host access `access` must follow is done: for Read every
+  // device's last write, for ReadWrite every use. Raises invalid_argument if dead, Lost if
+  // that work's device is lost before it.
+  void wait(Access access) const;
+  // True iff wait would not block; commits the work it waits for.
+  bool reached(Access access) const;
+
+  // f(std::span<const T>) over the bytes, once the last write is done. Raises
+  // invalid_argument if dead, if the host does not address the memory, or if the length is
+  // not a whole number of T or the first byte is not aligned for T.
+  template <class T, class F>
+  auto read(F&& f) const {
+    wait(Access::Read);
+    return f(std::span<const T>(host_span<T>(false)));
+  }
+  // f(std::span<T>) over the bytes, once every use is done; work submitted after it
+  // returns sees f's writes. Raises as read, and if the buffer admits only Read.
+  template <class T, class F>
+  auto write(F&& f) {
+    wait(Access::ReadWrite);
+    return f(host_span<T>(true));
+  }
+
+  bool operator==(const Buffer& o) const {
+    return alloc_ == o.alloc_ && first_ == o.first_ && length_ == o.length_;
+  }
+  const std::shared_ptr<detail::Allocation>& allocation() const { return alloc_; }
+  explicit Buffer(std::shared_ptr<detail::Allocation> a, std::size_t first, std::size_t length)
+      : alloc_(std::move(a)), first_(first), length_(length) {}
+
+ private:
+  template <class T>
+  std::span<T> host_span(bool writing) const {
+    static_assert(std::is_trivially_copyable_v<T>);
+    auto [p, n] = host_bytes(sizeof(T), alignof(T), writing);
+    return std::span<T>(reinterpret_cast<T*>(p), n / sizeof(T));
+  }
+  std::pair<std::byte*, std::size_t> host_bytes(std::size_t size, std::size_t align,
+                                                bool writing) const;
+
+  std::shared_ptr<detail::Allocation> alloc_;
+  std::size_t first_ = 0, length_ = 0;
+};
+
+// Keeps driver objects alive until every submission made with it is done: `release` runs
+// once the last handle is gone and every such submission's work is reached.
+class Hold {
+ public:
+  static Hold make(std::function<void()> release);
+  explicit Hold(std::shared_ptr<detail::HoldState> s) : state_(std::move(s)) {}
+  const std::shared_ptr<detail::HoldState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<detail::HoldState> state_;
+};
+
+class Function;
+
+// Code loaded on a device.
+class Image {
+ public:
+  // Loads `binary` on d: a relocatable ELF object for the host device, a code object for
+  // AMD, a cubin for NV. Each call loads it again. Error "NAME: reason" if d's driver
+  // rejects it; d stays usable. Raises invalid_argument if d loads no code, Lost if d is
+  // lost or its driver faults during the load.
+  static Result<Image> load(const Device& d, std::span<const std::byte> binary);
+  Device device() const;
+  // The image's function `name`, made ready to launch, or nullopt if it has none.
+  // Raises OutOfMemory if the device has no memory for its launches' needs, Lost if lost.
+  std::optional<Function> resolve(std::string_view name) const;
+  // May start making `name` ready; returns without waiting. Does nothing on devices that
+  // make functions ready at once (all of rig's drivers so far).
+  void prepare(std::string_view name) const;
+
+  bool operator==(const Image& o) const { return state_ == o.state_; }
+  explicit Image(std::shared_ptr<detail::ImageState> s) : state_(std::move(s)) {}
+  const std::shared_ptr<detail::ImageState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<detail::ImageState> state_;
+};
+
+// A function of a loaded image; it keeps its image loaded.
+class Function {
+ public:
+  std::string_view name() const;
+  Image image() const;
+  // The parameter bytes it reads, if its driver knows them; launches must give as many.
+  std::optional<std::size_t> params() const;
+  // The most threads a group may have, if its driver knows it.
+  std::optional<std::size_t> threads() const;
+  // The value compiled code names it by (a host function's address, a kernel descriptor's
+  // address, a CUfunction). Valid only while the function is reachable.
+  std::uintptr_t entry() const;
+
+  bool operator==(const Function& o) const { return state_ == o.state_; }
+  explicit Function(std::shared_ptr<detail::FunctionState> s) : state_(std::move(s)) {}
+  const std::shared_ptr<detail::FunctionState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<detail::FunctionState> state_;
+};
+
+class Run;
+
+// Work prepared once and submitted many times (rig::submit).
+class Submission {
+ public:
+  // 8 parameter bytes at `at` that rig fills at each submit.
+  struct Ref {
+    enum class What {
+      Buffer,     // the address of the run's buffer `slot` plus the offset stored at `at`
+      Unordered,  // the same for a fixed buffer `slot`, with no stamps: the caller orders it
+      Entry,      // the entry of `function`, which the submission keeps loaded
+    };
+    std::uint32_t at = 0;
+    What what = What::Buffer;
+    std::uint32_t slot = 0;
+    std::optional<Function> function;
+  };
+  // One end of a copy: a fixed buffer, or the run's buffer `slot`.
+  struct Side {
+    std::optional<Buffer> fixed;
+    std::uint32_t slot = 0;
+  };
+  struct Words {  // 32-bit words for the queue, in host memory
+    Buffer words;
+  };
+  struct Fill {  // fn(queue context, arg's host address, value) during the hand-over
+    int (*fn)(void* queue, void* arg, std::uint64_t v);
+    Buffer arg;
+    std::uint32_t ring_units = 0, segment_bytes = 0;
+  };
+  struct Copy {  // rows of bytes from src into dst
+    Side src, dst;
+    std::vector<Box> boxes;
+  };
+  struct Launch {  // `function` over a grid, reading `params` parameter bytes
+    Function function;
+    std::uint32_t params = 0;
+    std::vector<Ref> refs;
+  };
+  // A part: the queue it goes on (by name; "" for the default queue of its kind), the
+  // earlier parts it starts after, and its work.
+  struct Part {
+    std::string queue;
+    std::vector<int> after;
+    std::variant<Words, Fill, Copy, Launch> work;
+  };
+
+  // Prepares `parts` for d. Each submit names `reads` buffers the work reads and `writes`
+  // buffers it writes, in that order (the run's buffers, slots 0 … reads+writes-1);
+  // `fixed` buffers are used by every submit with the access given. `keep` stays alive,
+  // and `hold` is held, while the submission or its work lives.
+  // Raises invalid_argument naming d, the part and the reason if: there are no parts; a
+  // part's queue is unknown or does not run its kind; an `after` is not an earlier part; a
+  // launch's function is of another device or gives fewer bytes than the function reads or
+  // more than 4096; a ref is not 8-byte aligned, lies outside the parameters, shares its
+  // offset with another, or names a slot or fixed buffer that does not exist; a buffer is
+  // dead or on another device; a fixed buffer written admits only Read; a copy's box does
+  // not fit its fixed ends.
+  static Submission make(const Device& d, std::span<const Part> parts, int reads, int writes,
+                         std::span<const std::pair<Buffer, Access>> fixed = {},
+                         std::vector<std::shared_ptr<const void>> keep = {},
+                         std::optional<Hold> hold = {});
+  Device device() const;
+
+  // Where part `part`'s geometry and parameters lie in a Run.
+  class Block {
+   public:
+    int part() const { return part_; }
+    std::uint32_t params() const { return params_; }
+    const void* owner() const { return owner_; }  // the submission's state
+
+   private:
+    friend class Submission;
+    friend class Run;
+    int part_ = -1;
+    std::uint32_t launch_ = 0;   // index among the launches
+    std::uint32_t offset_ = 0;   // of the parameters in the run's storage
+    std::uint32_t params_ = 0;   // parameter bytes
+    std::uint32_t threads_ = 0;  // the function's limit, 0 if unknown
+    const void* owner_ = nullptr;
+  };
+  // Raises invalid_argument if part is not a launch of this submission.
+  Block block(int part) const;
+
+  bool operator==(const Submission& o) const { return state_ == o.state_; }
+  explicit Submission(std::shared_ptr<detail::SubmissionState> s) : state_(std::move(s)) {}
+  const std::shared_ptr<detail::SubmissionState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<detail::SubmissionState> state_;
+};
+
+// The caller's storage for one submit at a time: each launch's geometry and parameters.
+// It grows to fit the submissions it serves and never shrinks, so submits after the first
+// allocate nothing. Groups and threads start at 1, shared memory at 0, parameters at 0.
+class Run {
+ public:
+  Run();
+  ~Run();
+  Run(Run&&) noexcept;
+  Run& operator=(Run&&) noexcept;
+
+  // Raise invalid_argument for a dimension of 0, threads over the function's limit, or a
+  // block of no launch.
+  void groups(const Submission::Block& b, std::uint32_t x, std::uint32_t y = 1, std::uint32_t z = 1);
+  void threads(const Submission::Block& b, std::uint32_t x, std::uint32_t y = 1, std::uint32_t z = 1);
+  void shared(const Submission::Block& b, std::uint32_t bytes);
+  // Stores `value` at byte `offset` of the block's parameters. Raises invalid_argument if
+  // it does not lie inside them.
+  template <class T>
+  void set(const Submission::Block& b, std::size_t offset, T value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::memcpy(param_bytes(b, offset, sizeof(T)), &value, sizeof(T));
+  }
+
+  struct Storage;
+  Storage& storage() { return *storage_; }
+
+ private:
+  std::byte* param_bytes(const Submission::Block& b, std::size_t offset, std::size_t n);
+  std::unique_ptr<Storage> storage_;
+};
+
+// Submits s once: its work reads `reads` and writes `writes` (the run's buffers, as many as
+// s was made with), after `waits`, after the last write of what it reads and after every
+// use of what it writes. Returns the point reached once the work is done. A submit that
+// waits for nothing allocates nothing.
+// Raises invalid_argument if s is another device's … (see docs/api.md): the buffers do not
+// match the submission's counts, are dead, on another device, or written while read-only; a
+// wait names a value not yet submitted; the parts can never fit the device's queues. Raises
+// Lost if the device is lost or a wait's device was lost before reaching it; OutOfMemory if
+// the queues must grow and the device has no memory for it.
+Point submit(const Submission& s, Run& run, std::span<const Buffer> reads,
+             std::span<const Buffer> writes, std::span<const Point> waits = {});
+
+template <class T>
+const T* Device::capability(const edge::Key<T>& key) const {
+  return static_cast<const T*>(capability_of(&key));
+}
+
+namespace detail {
+Result<Device> open_driver(std::string name,
+                           const std::function<Result<std::unique_ptr<edge::Driver>>(volatile std::uint64_t*)>& make);
+}
+
+template <class T>
+Result<Device> open(const edge::Opener<T>& opener) {
+  return detail::open_driver(opener.name, [&](volatile std::uint64_t* word)
+                                              -> Result<std::unique_ptr<edge::Driver>> {
+    auto made = opener.make(word);
+    if (!made) return std::unexpected(made.error());
+    return std::unique_ptr<edge::Driver>(std::move(*made));
+  });
+}
+
+}  // namespace rig

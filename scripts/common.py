@@ -1,0 +1,61 @@
+"""Shared steps of rig's scripts: install missing Debian packages, configure and build."""
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# What building and testing rig needs from Debian 12.
+PACKAGES = [
+    "meson", "ninja-build", "g++", "pkg-config", "python3",
+    "libfmt-dev", "nlohmann-json3-dev", "libcli11-dev", "doctest-dev", "liburing-dev",
+    # Floors of the benchmarks: OpenCL on PoCL.
+    "pocl-opencl-icd", "ocl-icd-opencl-dev", "opencl-headers",
+]
+
+
+def run(*cmd, cwd=ROOT, env=None):
+    print("+ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, cwd=cwd, check=True, env=env)
+
+
+def missing_packages(packages):
+    missing = []
+    for name in packages:
+        probe = subprocess.run(["dpkg-query", "-W", "-f=${Status}", name],
+                               capture_output=True, text=True)
+        if "install ok installed" not in probe.stdout:
+            missing.append(name)
+    return missing
+
+
+def install(packages=PACKAGES):
+    missing = missing_packages(packages)
+    if not missing:
+        return
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    run(*sudo, "apt-get", "update", "-qq", env=env)
+    run(*sudo, "apt-get", "install", "-y", "-qq", *missing, env=env)
+
+
+def build(directory, *options):
+    """Configures `directory` (once) with `options`, then builds it."""
+    path = os.path.join(ROOT, directory)
+    if not os.path.exists(os.path.join(path, "build.ninja")):
+        run("meson", "setup", directory, *options)
+    run("ninja", "-C", directory)
+    return path
+
+
+def fail(message):
+    print(message, file=sys.stderr)
+    sys.exit(1)
+
+
+def cpus():
+    return str(max(1, os.cpu_count() or 1))
+
+
+__all__ = ["ROOT", "PACKAGES", "run", "install", "build", "fail", "cpus", "shutil"]

@@ -1,0 +1,73 @@
+// What the core's tests share: the host kernels' image, one-launch submissions, and a
+// driver wrapper that changes another driver's facts or answers.
+#pragma once
+
+#include <rig/rig.hpp>
+
+#include <functional>
+#include <span>
+
+extern const unsigned char rig_core_kernels[];
+extern const std::size_t rig_core_kernels_size;
+
+namespace rig::test {
+
+inline std::span<const std::byte> core_kernels() {
+  return {reinterpret_cast<const std::byte*>(rig_core_kernels), rig_core_kernels_size};
+}
+
+// The host image of tests/kernels/core_kernels.c, loaded once.
+inline Image& core_image() {
+  static Image image = *Image::load(host(), core_kernels());
+  return image;
+}
+
+inline Function kernel(std::string_view name) { return *core_image().resolve(name); }
+
+// A submission of one launch of `f` whose first reads + writes 8-byte parameters are the
+// addresses of the run's buffers, in slot order.
+inline Submission one_launch(const Device& d, const Function& f, std::uint32_t params, int reads,
+                             int writes) {
+  Submission::Launch launch{f, params, {}};
+  for (int i = 0; i < reads + writes; ++i)
+    launch.refs.push_back({std::uint32_t(8 * i), Submission::Ref::What::Buffer, std::uint32_t(i), {}});
+  Submission::Part part{"", {}, launch};
+  return Submission::make(d, std::span(&part, 1), reads, writes);
+}
+
+// A driver that forwards to another and lets a test change its facts.
+class Twisted : public edge::Driver {
+ public:
+  Twisted(std::unique_ptr<edge::Driver> inner, std::function<void(edge::Facts&)> twist)
+      : inner_(std::move(inner)), twist_(std::move(twist)) {}
+  edge::Facts facts() override {
+    auto f = inner_->facts();
+    twist_(f);
+    return f;
+  }
+  std::optional<edge::Region> alloc(Memory m, std::size_t n) override { return inner_->alloc(m, n); }
+  void free(edge::Region r) override { inner_->free(r); }
+  edge::Location locate(edge::Region r) override { return inner_->locate(r); }
+  Result<edge::Code> image(std::span<const std::byte> b) override { return inner_->image(b); }
+  edge::EntryAnswer entry(edge::ImageId i, std::string_view n) override { return inner_->entry(i, n); }
+  void unload(edge::ImageId i) override { inner_->unload(i); }
+  edge::GrowAnswer grow() override { return inner_->grow(); }
+  std::uint64_t signaled() override { return inner_->signaled(); }
+  void sleep(std::uint64_t v, std::chrono::nanoseconds most) override { inner_->sleep(v, most); }
+  void stop(std::string_view why) override { inner_->stop(why); }
+
+ private:
+  std::unique_ptr<edge::Driver> inner_;
+  std::function<void(edge::Facts&)> twist_;
+};
+
+// An opener named `name` over `inner`'s drivers, with their facts twisted.
+inline edge::Opener<> twisted(std::string name, edge::Opener<> inner, std::function<void(edge::Facts&)> twist) {
+  return {std::move(name), [inner, twist](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
+            auto made = inner.make(word);
+            if (!made) return std::unexpected(made.error());
+            return std::make_unique<Twisted>(std::move(*made), twist);
+          }};
+}
+
+}  // namespace rig::test

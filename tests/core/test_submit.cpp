@@ -1,0 +1,346 @@
+// Submissions and runs: what make and submit refuse, and what submit promises.
+#include <doctest/doctest.h>
+
+#include <rig/rig.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "../support/fake_driver.hpp"
+#include "support.hpp"
+
+using namespace rig;
+using Ref = Submission::Ref;
+using Part = Submission::Part;
+
+namespace {
+std::string unique(std::string_view base) {
+  static std::atomic<int> n{0};
+  return std::string(base) + "-s" + std::to_string(n++);
+}
+
+constexpr std::uint32_t kAddParams = 24;  // struct add_params: data, n, add
+
+// A submission of one add_u32 launch over the written buffer 0.
+Submission add_submission(const Device& d) { return test::one_launch(d, test::kernel("add_u32"), kAddParams, 0, 1); }
+
+void set_add(Run& run, const Submission& s, std::uint64_t n, std::uint32_t add, std::uint32_t threads = 256) {
+  auto b = s.block(0);
+  run.threads(b, threads);
+  run.groups(b, std::uint32_t((n + threads - 1) / threads));
+  run.set(b, 0, std::uint64_t(0));
+  run.set(b, 8, n);
+  run.set(b, 16, add);
+}
+}  // namespace
+
+TEST_CASE("a launch runs its kernel over the grid and the point is reached once it is done") {
+  Device cpu = host();
+  const std::uint64_t n = 10000;
+  Buffer data = Buffer::create(cpu, n * 4);
+  data.write<std::uint32_t>([](std::span<std::uint32_t> xs) {
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::uint32_t(i);
+  });
+  auto s = add_submission(cpu);
+  Run run;
+  set_add(run, s, n, 7);
+  Buffer writes[] = {data};
+  Point p = submit(s, run, {}, writes);
+  CHECK(p.device() == cpu);
+  CHECK(p.value() == cpu.submitted());
+  p.wait();
+  CHECK(p.reached());
+  data.read<std::uint32_t>([](std::span<const std::uint32_t> xs) {
+    for (std::size_t i = 0; i < xs.size(); ++i) REQUIRE(xs[i] == i + 7);
+  });
+}
+
+TEST_CASE("a reader waits for the last write, and a host read waits for the writers") {
+  Device cpu = host();
+  const std::uint64_t n = 1 << 16;
+  Buffer a = Buffer::create(cpu, n * 4), b = Buffer::create(cpu, n * 4);
+  a.write<std::uint32_t>([](auto xs) { std::fill(xs.begin(), xs.end(), 1u); });
+  auto add = add_submission(cpu);
+  auto copy = test::one_launch(cpu, test::kernel("copy_u32"), 24, 1, 1);
+  Run r1, r2;
+  set_add(r1, add, n, 41);
+  auto cb = copy.block(0);
+  r2.set(cb, 0, std::uint64_t(0));
+  r2.set(cb, 8, std::uint64_t(0));
+  r2.set(cb, 16, n);
+  Buffer wa[] = {a}, rb[] = {a}, wb[] = {b};
+  submit(add, r1, {}, wa);
+  submit(copy, r2, rb, wb);  // ordered after the add by a's stamp
+  b.read<std::uint32_t>([](auto xs) {
+    for (auto x : xs) REQUIRE(x == 42u);
+  });
+}
+
+TEST_CASE("values complete in order and the kernel sees its value") {
+  Device cpu = host();
+  Buffer out = Buffer::create(cpu, 16);
+  out.write<std::uint64_t>([](auto xs) { xs[0] = xs[1] = 0; });
+  auto s = test::one_launch(cpu, test::kernel("record_value"), 8, 0, 1);
+  Run run;
+  Buffer w[] = {out};
+  Point last;
+  for (int i = 0; i < 1000; ++i) {
+    Point p = submit(s, run, {}, w);
+    if (i) CHECK(p.value() == last.value() + 1);
+    last = p;
+  }
+  last.wait();
+  out.read<std::uint64_t>([&](auto xs) {
+    CHECK(xs[0] == last.value());
+    CHECK(xs[1] == 1000);
+  });
+}
+
+TEST_CASE("make refuses what the design lists, naming the device and the part") {
+  Device cpu = host();
+  auto add = test::kernel("add_u32");
+  auto refuses = [&](std::vector<Part> parts, int reads, int writes, std::string_view reason,
+                     std::span<const std::pair<Buffer, Access>> fixed = {}) {
+    CAPTURE(reason);
+    try {
+      Submission::make(cpu, parts, reads, writes, fixed);
+      FAIL("make accepted it");
+    } catch (const std::invalid_argument& e) {
+      std::string what = e.what();
+      CAPTURE(what);
+      CHECK(what.find("CPU") == 0);
+      CHECK(what.find(reason) != std::string::npos);
+    }
+  };
+  refuses({}, 0, 0, "at least one part");
+  refuses({{"NOQUEUE:9", {}, Submission::Launch{add, kAddParams, {}}}}, 0, 0, "no queue is named NOQUEUE:9");
+  refuses({{"", {}, Submission::Words{Buffer::of_string("abcd")}}}, 0, 0, "part 0: no queue of the device runs Words");
+  refuses({{"", {1}, Submission::Launch{add, kAddParams, {}}}}, 0, 0, "part 0: after 1 is not an earlier part");
+  refuses({{"", {}, Submission::Launch{add, 8, {}}}}, 0, 0, "8 parameter bytes, but add_u32 reads 24");
+  refuses({{"", {}, Submission::Launch{add, 5000, {}}}}, 0, 0, "5000 parameter bytes, over the limit of 4096");
+  refuses({{"", {}, Submission::Launch{add, kAddParams, {{4, Ref::What::Buffer, 0, {}}}}}}, 0, 1, "not a multiple of 8");
+  refuses({{"", {}, Submission::Launch{add, kAddParams, {{24, Ref::What::Buffer, 0, {}}}}}}, 0, 1, "outside the 24 parameter bytes");
+  refuses({{"", {}, Submission::Launch{add, kAddParams, {{0, Ref::What::Buffer, 0, {}}, {0, Ref::What::Buffer, 0, {}}}}}}, 0, 1,
+          "two refs at byte 0");
+  refuses({{"", {}, Submission::Launch{add, kAddParams, {{0, Ref::What::Buffer, 2, {}}}}}}, 1, 1, "names slot 2");
+  refuses({{"", {}, Submission::Launch{add, kAddParams, {{0, Ref::What::Unordered, 0, {}}}}}}, 0, 0, "names fixed buffer 0");
+  refuses({{"", {}, Submission::Launch{add, kAddParams, {{0, Ref::What::Entry, 0, {}}}}}}, 0, 0, "without a function");
+  Device m = memory_device(unique("MEM"));
+  Buffer other = Buffer::create(m, 64);
+  std::pair<Buffer, Access> fixed[] = {{other, Access::Read}};
+  refuses({{"", {}, Submission::Launch{add, kAddParams, {}}}}, 0, 0, "is on " + std::string(m.name()), fixed);
+  m.close();
+}
+
+TEST_CASE("make refuses a launch of another device's function") {
+  auto [opener, control] = fake::opener(unique("FAKE"));
+  Device d = *open(opener);
+  Part part{"", {}, Submission::Launch{test::kernel("add_u32"), kAddParams, {}}};
+  CHECK_THROWS_WITH_AS(Submission::make(d, std::span(&part, 1), 0, 0), doctest::Contains("is loaded on CPU"),
+                       std::invalid_argument);
+  d.close();
+}
+
+TEST_CASE("a run refuses empty grids, too many threads and parameters out of range") {
+  auto s = add_submission(host());
+  auto b = s.block(0);
+  Run run;
+  CHECK_THROWS_WITH_AS(run.groups(b, 0), doctest::Contains("CPU: part 0: groups 0x1x1 has an empty dimension"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(run.threads(b, 1, 0), doctest::Contains("empty dimension"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(run.threads(b, 2048), doctest::Contains("over the function's limit of 1024"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(run.set(b, 20, std::uint64_t(1)), doctest::Contains("lie outside its 24 bytes"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(s.block(1), std::invalid_argument);
+  run.threads(b, 1024);
+  run.set(b, 16, std::uint64_t(1));
+}
+
+TEST_CASE("submit refuses buffers that do not match the submission") {
+  Device cpu = host();
+  auto s = add_submission(cpu);
+  Run run;
+  set_add(run, s, 4, 1);
+  Buffer ok = Buffer::create(cpu, 16);
+  CHECK_THROWS_WITH_AS(submit(s, run, {}, {}), doctest::Contains("0 reads and 0 writes, but the submission names 0 and 1"),
+                       std::invalid_argument);
+  Device m = memory_device(unique("MEM"));
+  Buffer elsewhere = Buffer::create(m, 16);
+  Buffer w[] = {elsewhere};
+  CHECK_THROWS_WITH_AS(submit(s, run, {}, w), doctest::Contains("written buffer 0 is on"), std::invalid_argument);
+  m.close();
+  Buffer good[] = {ok};
+  submit(s, run, {}, good).wait();
+}
+
+TEST_CASE("submit refuses a wait on a value not yet submitted") {
+  Device cpu = host();
+  Device m = memory_device(unique("MEM"));
+  auto s = test::one_launch(cpu, test::kernel("nothing"), 0, 0, 0);
+  Run run;
+  Point future[] = {Point(m, m.submitted() + 1)};
+  CHECK_THROWS_WITH_AS(submit(s, run, {}, {}, future), doctest::Contains("which has submitted only 0"),
+                       std::invalid_argument);
+  submit(s, run, {}, {}).wait();  // the device stays usable
+  m.close();
+}
+
+TEST_CASE("work waits for another device's value, in the queue where the device can") {
+  for (bool in_queue : {true, false}) {
+    CAPTURE(in_queue);
+    auto [opener, control] = fake::opener(unique("FAKE"), {.runs_when_asleep = false});
+    Device producer = *open(opener);
+    auto words = Buffer::of_string(std::string(8, '\0'));
+    Part wpart{"", {}, Submission::Words{words}};
+    auto ws = Submission::make(producer, std::span(&wpart, 1), 0, 0);
+    Run prun;
+    Point made = submit(ws, prun, {}, {});
+
+    auto [copener, consumer_control] = fake::opener(unique("FAKE"), {.waits = {in_queue, in_queue}});
+    Device consumer = *open(copener);
+    auto cs = Submission::make(consumer, std::span(&wpart, 1), 0, 0);
+    Run crun;
+    Point waits[] = {made};
+    std::thread stepper([&, control = control] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      control->step();
+    });
+    Point after = submit(cs, crun, {}, {}, waits);
+    if (!in_queue) CHECK(made.reached());  // the host waited before the hand-over
+    after.wait();
+    stepper.join();
+    CHECK(made.reached());
+    auto log = consumer_control->log();
+    CHECK(log.size() == 1);
+    CHECK(control->violations().empty());
+    CHECK(consumer_control->violations().empty());
+    consumer.close();
+    producer.close();
+  }
+}
+
+TEST_CASE("room LATER waits for a value, GROW grows the queues, NEVER refuses") {
+  auto [opener, control] = fake::opener(unique("FAKE"), {.capacity = 2, .grow_to = 8});
+  Device d = *open(opener);
+  auto words = Buffer::of_string(std::string(8, '\0'));
+  Part one{"", {}, Submission::Words{words}};
+  std::vector<Part> four(4, one), many(9, one);
+  Run run;
+  auto s1 = Submission::make(d, std::span(&one, 1), 0, 0);
+  for (int i = 0; i < 6; ++i) submit(s1, run, {}, {});  // LATER once the two entries are full
+  auto s4 = Submission::make(d, four, 0, 0);
+  submit(s4, run, {}, {}).wait();  // GROW, then fits
+  CHECK(control->calls(fake::Call::Grow) >= 1);
+  auto s9 = Submission::make(d, many, 0, 0);
+  CHECK_THROWS_WITH_AS(submit(s9, run, {}, {}), doctest::Contains("can never hold this submission"),
+                       std::invalid_argument);
+  submit(s1, run, {}, {}).wait();  // still usable
+  CHECK(control->violations().empty());
+  d.close();
+}
+
+TEST_CASE("a driver that commits every k values is committed by waits") {
+  auto [opener, control] = fake::opener(unique("FAKE"), {.commit_every = 8});
+  Device d = *open(opener);
+  auto words = Buffer::of_string(std::string(8, '\0'));
+  Part one{"", {}, Submission::Words{words}};
+  auto s = Submission::make(d, std::span(&one, 1), 0, 0);
+  Run run;
+  Point p;
+  for (int i = 0; i < 3; ++i) p = submit(s, run, {}, {});
+  p.wait();
+  CHECK(control->calls(fake::Call::Commit) >= 1);
+  CHECK(control->violations().empty());
+  d.close();
+}
+
+TEST_CASE("a failed submit loses the device and nothing else") {
+  auto [opener, control] = fake::opener(unique("FAKE"));
+  Device d = *open(opener);
+  auto words = Buffer::of_string(std::string(8, '\0'));
+  Part one{"", {}, Submission::Words{words}};
+  auto s = Submission::make(d, std::span(&one, 1), 0, 0);
+  Run run;
+  submit(s, run, {}, {}).wait();
+  control->fail_nth(fake::Call::Submit, 2, "ring write failed");
+  CHECK_THROWS_WITH_AS(submit(s, run, {}, {}), doctest::Contains("lost: ring write failed"), Lost);
+  CHECK(d.lost() == std::optional<std::string>("ring write failed"));
+  CHECK_THROWS_AS(submit(s, run, {}, {}), Lost);
+  CHECK_THROWS_AS(Buffer::create(d, 64), Lost);
+  CHECK(control->stopped());
+  // The host goes on.
+  auto n = test::one_launch(host(), test::kernel("nothing"), 0, 0, 0);
+  submit(n, run, {}, {}).wait();
+  CHECK(control->violations().empty());
+}
+
+TEST_CASE("a failing fill on a memory device loses it with the driver's message") {
+  Device m = memory_device(unique("MEM"));
+  Buffer arg = Buffer::of_string("x");
+  Part fill{"", {}, Submission::Fill{[](void*, void*, std::uint64_t) { return 3; }, arg}};
+  auto s = Submission::make(m, std::span(&fill, 1), 0, 0);
+  Run run;
+  CHECK_THROWS_AS(submit(s, run, {}, {}), Lost);
+  REQUIRE(m.lost());
+  CHECK(m.lost()->find("3") != std::string::npos);
+}
+
+TEST_CASE("a hold is released once the submission is gone and its work is done") {
+  auto [opener, control] = fake::opener(unique("FAKE"), {.runs_when_asleep = false});
+  Device d = *open(opener);
+  std::atomic<bool> released{false};
+  Point p;
+  {
+    auto words = Buffer::of_string(std::string(8, '\0'));
+    Part one{"", {}, Submission::Words{words}};
+    auto s = Submission::make(d, std::span(&one, 1), 0, 0, {}, {}, Hold::make([&] { released = true; }));
+    Run run;
+    p = submit(s, run, {}, {});
+  }
+  CHECK(!released);  // the work still runs
+  control->step();
+  p.wait();
+  Buffer::create(d, 64);  // an allocation returns what is due
+  CHECK(released);
+  d.close();
+}
+
+TEST_CASE("an allocation over the budget raises OutOfMemory at once") {
+  auto [opener, control] = fake::opener(unique("FAKE"));
+  Device d = *open(opener);
+  d.set_budget(1 << 20);
+  Buffer a = Buffer::create(d, 1 << 19);
+  CHECK_THROWS_AS(Buffer::create(d, 1 << 20), OutOfMemory);
+  try {
+    Buffer::create(d, 1 << 20);
+  } catch (const OutOfMemory& e) {
+    CHECK(e.bytes() == (1u << 20));
+    CHECK(e.device() == d.name());
+  }
+  CHECK(d.used() == (1u << 19));
+  d.close();
+}
+
+TEST_CASE("the memory of a collected buffer returns once its work is done") {
+  auto [opener, control] = fake::opener(unique("FAKE"), {.runs_when_asleep = false});
+  Device d = *open(opener);
+  Point p;
+  {
+    Buffer b = Buffer::create(d, 4096);
+    Part cp{"", {}, Submission::Copy{{b, 0}, {std::nullopt, 0}, {Box::row(4096)}}};
+    auto s = Submission::make(d, std::span(&cp, 1), 0, 1);
+    Buffer dst = Buffer::create(d, 4096);
+    Buffer w[] = {dst};
+    Run run;
+    p = submit(s, run, {}, w);
+    CHECK(control->live_regions() == 2);
+  }
+  CHECK(control->live_regions() == 2);  // the copy has not run
+  control->step();
+  d.wait(p.value());
+  Buffer kept = Buffer::create(d, 64);  // an allocation returns what is due first
+  CHECK(control->live_regions() == 1);
+  d.close();
+}

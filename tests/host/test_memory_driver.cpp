@@ -1,0 +1,252 @@
+// Tests of a memory device's driver (host/host_driver.hpp), through edge::Driver and its
+// C functions, without rig's core. Each test is named after the promise it checks.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "host_driver.hpp"
+
+#include <rig/edge.hpp>
+#include <rig/rig_edge.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+using rig::Kind;
+using rig::Memory;
+namespace edge = rig::edge;
+
+// A memory driver with its word, its facts and its C table.
+struct MemoryDevice {
+  alignas(8) volatile std::uint64_t word = 0;
+  std::unique_ptr<edge::Driver> driver;
+  edge::Facts facts;
+  void* edge = nullptr;
+  const rig_driver* table = nullptr;
+
+  explicit MemoryDevice(std::uint64_t start = 0) {
+    word = start;
+    driver = rig::cpu::make_memory_driver(&word);
+    facts = driver->facts();
+    edge = facts.edge;
+    table = *static_cast<const rig_driver* const*>(edge);
+  }
+  ~MemoryDevice() { driver->stop("the test is over"); }
+
+  std::uint64_t shown() const { return __atomic_load_n(&word, __ATOMIC_ACQUIRE); }
+
+  int submit(rig_part* parts, std::uint32_t count, std::uint64_t v, const char** failure,
+             std::uint64_t* times = nullptr) {
+    REQUIRE(table->room(edge, parts, count, 0) == RIG_FITS);
+    return table->submit(edge, parts, count, nullptr, 0, v, times, failure);
+  }
+};
+
+rig_part copy_part(std::uint64_t src, std::uint64_t dst, const rig_box* boxes, std::uint32_t count,
+                   std::int32_t fill = -1) {
+  rig_part p;
+  std::memset(&p, 0, sizeof p);
+  p.kind = RIG_KIND_COPY;
+  rig_copy& c = p.work.copy;
+  c.src = src;
+  c.dst = dst;
+  c.src_handle = std::intptr_t(src);
+  c.dst_handle = std::intptr_t(dst);
+  c.boxes = boxes;
+  c.count = count;
+  c.fill = fill;
+  return p;
+}
+
+rig_part fill_part(int (*fn)(void*, void*, std::uint64_t), void* arg) {
+  rig_part p;
+  std::memset(&p, 0, sizeof p);
+  p.kind = RIG_KIND_FILL;
+  p.work.fill.fn = fn;
+  p.work.fill.arg = arg;
+  return p;
+}
+
+struct FillCall {
+  void* queue = reinterpret_cast<void*>(1);
+  std::uint64_t v = 0;
+  std::uint64_t word_during = ~0ull;
+  const volatile std::uint64_t* word = nullptr;
+};
+int record_fill(void* queue, void* arg, std::uint64_t v) {
+  auto* call = static_cast<FillCall*>(arg);
+  call->queue = queue;
+  call->v = v;
+  call->word_during = __atomic_load_n(call->word, __ATOMIC_ACQUIRE);
+  return 0;
+}
+int failing_fill(void*, void*, std::uint64_t) { return 3; }
+
+}  // namespace
+
+TEST_CASE("the memory driver states its facts") {
+  MemoryDevice m;
+  const edge::Facts& f = m.facts;
+  CHECK(f.arch.empty());
+  CHECK(f.budget > 0);
+  REQUIRE(f.queues.size() == 1);
+  CHECK(f.queues[0] == rig::Queue{"COPY:0", {Kind::Copy, Kind::Fill}});
+  CHECK(f.copy_engine == 0);
+  CHECK(f.completion == edge::Completion::Host);
+  CHECK_FALSE(f.waits.stores);
+  CHECK_FALSE(f.waits.hosts);
+  CHECK_FALSE(f.may_block);
+  CHECK_FALSE(f.hang_ms.has_value());
+  CHECK(f.maps_host);
+  CHECK(f.host_addresses);
+  CHECK(f.alignment == 16);
+  CHECK((f.alignment & (f.alignment - 1)) == 0);
+  CHECK(f.counters.empty());
+  CHECK((f.word == &m.word));
+  REQUIRE(f.edge != nullptr);
+  REQUIRE(m.table != nullptr);
+  CHECK((m.table->room != nullptr));
+  CHECK((m.table->submit != nullptr));
+  CHECK((m.table->commit != nullptr));
+  CHECK((m.table->settle == nullptr));
+  CHECK((m.table->measures == nullptr));
+}
+
+TEST_CASE("memory device regions are host memory aligned by size; pinned memory is refused") {
+  MemoryDevice m;
+  const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+  for (const std::size_t bytes : {std::size_t(3), std::size_t(200), std::size_t(1) << 20}) {
+    const auto region = m.driver->alloc(Memory::Device, bytes);
+    REQUIRE(region.has_value());
+    const edge::Location at = m.driver->locate(*region);
+    REQUIRE(at.host.has_value());
+    CHECK(at.address == at.host);
+    CHECK(*at.host % (bytes >= (1u << 20) ? page : bytes >= 128 ? 128 : 16) == 0);
+    std::memset(reinterpret_cast<void*>(*at.host), 1, (bytes + 3) / 4 * 4);
+    m.driver->free(*region);
+  }
+  CHECK_THROWS_AS(m.driver->alloc(Memory::Pinned, 64), std::invalid_argument);
+}
+
+TEST_CASE("a memory device loads no code") {
+  MemoryDevice m;
+  const std::vector<std::byte> object(64);
+  const auto code = m.driver->image(object);
+  REQUIRE_FALSE(code.has_value());
+  CHECK(code.error() == "a memory device loads no code");
+}
+
+TEST_CASE("copies with several boxes and pitches, and byte fills, give the right bytes") {
+  MemoryDevice m(4);
+  const auto src_region = m.driver->alloc(Memory::Device, 1024);
+  const auto dst_region = m.driver->alloc(Memory::Device, 1024);
+  REQUIRE(src_region);
+  REQUIRE(dst_region);
+  auto* src = reinterpret_cast<unsigned char*>(*m.driver->locate(*src_region).host);
+  auto* dst = reinterpret_cast<unsigned char*>(*m.driver->locate(*dst_region).host);
+  for (int i = 0; i < 1024; ++i) src[i] = static_cast<unsigned char>(i * 7);
+  std::memset(dst, 0, 1024);
+
+  const rig_box boxes[3] = {
+      {0, 0, 10, 4, 64, 16},      // 4 rows of 10 bytes: source pitch 64, destination 16
+      {512, 100, 50, 1, 0, 0},    // one row
+      {300, 700, 32, 3, 32, 32},  // contiguous rows (pitch == width)
+  };
+  const rig_box fill_boxes[2] = {{0, 900, 5, 3, 0, 20}, {0, 1000, 24, 1, 0, 0}};
+  // The second copy names its ends by handle and offset, with no address.
+  rig_part by_handle = copy_part(0, 0, fill_boxes, 2, 0x5a);
+  by_handle.work.copy.dst_handle = std::intptr_t(dst_region->id);
+  by_handle.work.copy.dst_offset = 0;
+  rig_part parts[2] = {copy_part(reinterpret_cast<std::uint64_t>(src), reinterpret_cast<std::uint64_t>(dst), boxes, 3),
+                       by_handle};
+  const char* failure = nullptr;
+  CHECK(m.submit(parts, 2, 5, &failure) == RIG_COMMITTED);
+  CHECK(m.shown() == 5);
+
+  std::vector<unsigned char> want(1024, 0);
+  for (int r = 0; r < 4; ++r) {
+    for (int b = 0; b < 10; ++b) want[r * 16 + b] = src[r * 64 + b];
+  }
+  for (int b = 0; b < 50; ++b) want[100 + b] = src[512 + b];
+  for (int b = 0; b < 96; ++b) want[700 + b] = src[300 + b];
+  for (int r = 0; r < 3; ++r) {
+    for (int b = 0; b < 5; ++b) want[900 + r * 20 + b] = 0x5a;
+  }
+  for (int b = 0; b < 24; ++b) want[1000 + b] = 0x5a;
+  CHECK(std::memcmp(dst, want.data(), 1024) == 0);
+  m.driver->free(*src_region);
+  m.driver->free(*dst_region);
+}
+
+TEST_CASE("a fill runs inside submit with a null queue context, before the word shows its value") {
+  MemoryDevice m(8);
+  FillCall call;
+  call.word = &m.word;
+  rig_part part = fill_part(record_fill, &call);
+  const char* failure = nullptr;
+  std::uint64_t times[2] = {0, 0};
+  CHECK(m.submit(&part, 1, 9, &failure, times) == RIG_COMMITTED);
+  CHECK(call.queue == nullptr);
+  CHECK(call.v == 9);
+  CHECK(call.word_during == 8);
+  CHECK(m.shown() == 9);
+  CHECK(times[0] != 0);
+  CHECK(times[1] >= times[0]);
+  CHECK(m.table->commit(m.edge, 9, &failure) == RIG_OK);
+}
+
+TEST_CASE("a failing fill fails the submit and every later one, with a message naming the value") {
+  MemoryDevice m(11);
+  rig_part part = fill_part(failing_fill, nullptr);
+  const char* failure = nullptr;
+  CHECK(m.submit(&part, 1, 12, &failure) == RIG_FAILED);
+  REQUIRE(failure != nullptr);
+  CHECK(std::string(failure) == "fill returned 3 at value 12");
+  CHECK(m.shown() == 11);
+  FillCall call;
+  call.word = &m.word;
+  rig_part ok = fill_part(record_fill, &call);
+  failure = nullptr;
+  CHECK(m.submit(&ok, 1, 13, &failure) == RIG_FAILED);
+  CHECK(std::string(failure) == "fill returned 3 at value 12");
+  CHECK(call.v == 0);
+  CHECK(m.table->commit(m.edge, 12, &failure) == RIG_FAILED);
+}
+
+TEST_CASE("room answers RIG_NEVER for launches, queue words, kind 0 and other queues") {
+  MemoryDevice m;
+  const rig_box box{0, 0, 1, 1, 0, 0};
+  unsigned char a = 1, b = 0;
+  const rig_part good = copy_part(reinterpret_cast<std::uint64_t>(&a), reinterpret_cast<std::uint64_t>(&b), &box, 1);
+  rig_part p = good;
+  CHECK(m.table->room(m.edge, &p, 1, 0) == RIG_FITS);
+  SUBCASE("a launch") {
+    std::memset(&p.work, 0, sizeof p.work);
+    p.kind = RIG_KIND_LAUNCH;
+  }
+  SUBCASE("queue words") { p.kind = RIG_KIND_WORDS; }
+  SUBCASE("kind 0") { p.kind = 0; }
+  SUBCASE("another queue") { p.queue = 1; }
+  rig_part parts[2] = {good, p};
+  CHECK(m.table->room(m.edge, parts, 2, 0) == RIG_NEVER);
+}
+
+TEST_CASE("sleep returns once another thread's submit raises the word") {
+  MemoryDevice m;
+  FillCall call;
+  call.word = &m.word;
+  std::thread sleeper([&] {
+    while (m.shown() < 1) m.driver->sleep(1, std::chrono::seconds(1));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  rig_part part = fill_part(record_fill, &call);
+  const char* failure = nullptr;
+  CHECK(m.submit(&part, 1, 1, &failure) == RIG_COMMITTED);
+  sleeper.join();
+  CHECK(m.shown() == 1);
+}

@@ -1,0 +1,39 @@
+// The `rig` command-line tool.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <exception>
+
+#include "tool.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"rig: a driver stack that talks to GPUs directly"};
+  app.require_subcommand(1);
+
+  rig::tool::DevicesOptions devices;
+  auto* devices_cmd = app.add_subcommand("devices", "list the devices this machine can open, with their facts");
+  devices_cmd->add_flag("--json", devices.json, "print JSON");
+
+  rig::tool::DemoOptions demo;
+  auto* demo_cmd = app.add_subcommand("demo", "run saxpy and a sum reduction on the host device and verify them");
+  demo_cmd->add_option("--elements", demo.elements, "floats per array")->check(CLI::PositiveNumber);
+  demo_cmd->add_option("--groups", demo.groups, "groups per launch")->check(CLI::Range(1, 1 << 20));
+
+  rig::tool::BenchOptions bench;
+  auto* bench_cmd = app.add_subcommand("bench", "run benchmarks, each beside a floor measured in the same run");
+  bench_cmd->add_option("names", bench.names, "benches to run: submit, roundtrip, grid (default: all)");
+  bench_cmd->add_flag("--json", bench.json, "print a JSON array of figures");
+  bench_cmd->add_option("--device", bench.device, "the device to run on, where a bench allows a choice");
+  bench_cmd->add_option("--repeats", bench.repeats, "repetitions; figures are medians")->check(CLI::Range(1, 1000));
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*devices_cmd) return rig::tool::devices(devices);
+    if (*demo_cmd) return rig::tool::demo(demo);
+    if (*bench_cmd) return rig::tool::bench(bench);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rig: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
