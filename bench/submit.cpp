@@ -77,12 +77,14 @@ std::vector<Figure> submit(const Options& o) {
   submit(s, run, reads, writes);  // the run grows to fit once
 
   const std::uint64_t n = 1'000'000;
-  std::uint64_t before = heap_allocations();
+  std::uint64_t submits = 0, allocated = 0;
   Spread rig = measure(o.repeats, n, [&](std::uint64_t k) {
+    std::uint64_t before = heap_allocations();
     for (std::uint64_t i = 0; i < k; ++i) rig::submit(s, run, reads, writes);
+    allocated += heap_allocations() - before;
+    submits += k;
   });
-  std::uint64_t submits = n * std::uint64_t(o.repeats) + std::max<std::uint64_t>(n / 10, 1);
-  double allocs = double(heap_allocations() - before) / double(submits);
+  double allocs = double(allocated) / double(submits);
 
   // The floor: the driver's own room + submit, called directly on a prepared part.
   volatile std::uint64_t floor_word = 0;

@@ -10,7 +10,11 @@
 // "COPY:0" {Words, Copy, Fill}, its copy engine. Memory is host memory, aligned to 256, whose
 // device address is its host address. Its queues hold Options::capacity entries, one per
 // part and one per wait; grow doubles them up to Options::grow_to. It commits on its own
-// every Options::commit_every values (k = 1: submit always returns RIG_COMMITTED). Its make
+// every Options::commit_every values (k = 1: submit always returns RIG_COMMITTED). A Fill's
+// function is called during submit (rig_edge.h); Words are logged when they run; a launch
+// calls the Kernel defined under its function's name. A timed value's start and end are
+// written before the word shows it. stop drops the queued work and raises the word to the
+// last submitted value. An own word is an 8-byte region that rig frees after stop. make
 // opens a new handle even while an earlier one is not stopped.
 #pragma once
 
