@@ -40,9 +40,13 @@ Workers::ScratchPtr Workers::make_scratch() {
   return ScratchPtr(static_cast<std::byte*>(::operator new[](kSharedBytesMax, std::align_val_t(64))));
 }
 
-Workers::Workers(unsigned helpers) : caller_scratch_(make_scratch()) {
+Workers::Workers(unsigned helpers) {
+  scratch_.reserve(helpers + 1);
+  for (unsigned i = 0; i <= helpers; ++i) scratch_.push_back(make_scratch());
   threads_.reserve(helpers);
-  for (unsigned i = 0; i < helpers; ++i) threads_.emplace_back([this] { helper_main(); });
+  for (unsigned i = 1; i <= helpers; ++i) {
+    threads_.emplace_back([this, scratch = scratch_[i].get()] { helper_main(scratch); });
+  }
 }
 
 Workers::~Workers() { stop(); }
@@ -72,7 +76,7 @@ bool Workers::run(const GroupLaunch& launch) {
     total_ = total;
     chunk_ = std::min<std::uint64_t>(total, 64);
     next_group_.store(0, std::memory_order_relaxed);
-    take_groups(caller_scratch_.get());
+    take_groups(scratch_[0].get());
     return !stopping_.load(std::memory_order_acquire);
   }
 
@@ -88,7 +92,7 @@ bool Workers::run(const GroupLaunch& launch) {
   state_.store(open, std::memory_order_seq_cst);
   if (parked_.load(std::memory_order_seq_cst) != 0) futex_wake(state_);
 
-  take_groups(caller_scratch_.get());
+  take_groups(scratch_[0].get());
 
   // Close the epoch, then wait for the helpers still running groups of it.
   state_.store(open & ~1u, std::memory_order_seq_cst);
@@ -123,8 +127,7 @@ void Workers::take_groups(std::byte* scratch) {
   }
 }
 
-void Workers::helper_main() {
-  ScratchPtr scratch = make_scratch();
+void Workers::helper_main(std::byte* scratch) {
   std::uint32_t seen = 0;  // the last open state joined; 0 is closed, never open
   for (;;) {
     // Wait for an open epoch not yet joined: spin, then park on state_.
@@ -144,7 +147,7 @@ void Workers::helper_main() {
     }
     seen = s;
     active_.fetch_add(1, std::memory_order_seq_cst);
-    if (state_.load(std::memory_order_seq_cst) == s) take_groups(scratch.get());
+    if (state_.load(std::memory_order_seq_cst) == s) take_groups(scratch);
     active_.fetch_sub(1, std::memory_order_release);
   }
 }

@@ -64,13 +64,15 @@ class Workers {
   using ScratchPtr = std::unique_ptr<std::byte[], Scratch>;
   static ScratchPtr make_scratch();
 
-  void helper_main();
+  void helper_main(std::byte* scratch);
   // Takes groups of the current launch until none is left (or stop), running each with
   // `scratch` as its shared memory.
   void take_groups(std::byte* scratch);
 
   std::vector<std::thread> threads_;
-  ScratchPtr caller_scratch_;
+  // Every worker's scratch, made before the threads start (so a thread that starts late
+  // allocates nothing while work runs): the caller's first, then one per helper.
+  std::vector<ScratchPtr> scratch_;
 
   // The launch helpers may join, published through state_.
   GroupLaunch current_;

@@ -51,10 +51,12 @@ RIG_HOST_PARAMS(slow, sizeof(struct slow_params));
 void slow(const void *params, const struct rig_host_group *g) {
   const struct slow_params *p = params;
   struct timespec t0, t;
+  const int64_t wanted_ns = (int64_t)p->microseconds * 1000;
+  int64_t elapsed_ns = 0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   do {
     clock_gettime(CLOCK_MONOTONIC, &t);
-  } while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000u + (uint64_t)(t.tv_nsec - t0.tv_nsec) / 1000u <
-           p->microseconds);
+    elapsed_ns = (int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 + (int64_t)(t.tv_nsec - t0.tv_nsec);
+  } while (elapsed_ns < wanted_ns);
   p->ran[g->group[0]] = 1;
 }
