@@ -358,7 +358,6 @@ const void* Device::capability_of(const void* key) const {
 }
 std::size_t Device::budget() const { return state_->budget.load(); }
 std::size_t Device::used() const { return state_->used.load(); }
-void Device::set_budget(std::size_t bytes) { state_->budget.store(bytes); }
 std::uint64_t Device::submitted() const { return state_->submitted.load(); }
 
 std::uint64_t Device::signaled() {

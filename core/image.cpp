@@ -15,7 +15,10 @@ ImageState::~ImageState() {
   // Unload once the work submitted before the last handle went is done.
   d->defer({pack(d->index, d->submitted.load())}, [d, id, memory] {
     std::lock_guard g(d->calls);
-    if (d->is_lost.load() && d->word() < d->submitted.load()) return;
+    {
+      std::lock_guard l(d->loss_mutex);
+      if (!d->may_free()) return;
+    }
     d->driver->unload(id);
   });
 }

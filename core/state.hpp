@@ -27,6 +27,16 @@ struct Deferred {
   std::function<void()> act;
 };
 
+// Memory a device's cache keeps for reuse: a region, where it lies, and the point of the
+// device's own last use of it, which a reuse inherits as its stamps.
+struct Cached {
+  edge::Region region;
+  edge::Location where;
+  std::size_t bytes;  // the region's size
+  Memory memory;
+  std::uint64_t own_point;  // packed; 0 if none
+};
+
 struct DeviceState {
   std::uint16_t index = 0;
   std::string name;
@@ -53,9 +63,13 @@ struct DeviceState {
   std::uint64_t reached_at_loss = 0;
   bool stopped = false;
 
-  // Memory.
+  // Memory: bytes it holds (live, cached, waiting to return) against its budget, and the
+  // cache of regions kept for reuse.
   std::atomic<std::size_t> budget{0};
   std::atomic<std::size_t> used{0};
+  std::mutex cache_mutex;
+  std::vector<Cached> cache;
+  std::size_t cached_bytes = 0;
   std::mutex deferred_mutex;
   std::vector<Deferred> deferred;
 
@@ -76,6 +90,9 @@ struct DeviceState {
   // the caller holds the turn (it is released here before stop).
   void lose(std::string why, bool holding_turn = false);
   [[noreturn]] void throw_lost() const;
+  // True iff its driver may free memory and unload images now: while it is live, and after
+  // its stop once the word shows its last submitted value (loss_mutex held).
+  bool may_free() const { return !is_lost.load() || (stopped && word() >= submitted.load()); }
   void check_live() const {
     if (is_lost.load(std::memory_order_acquire)) throw_lost();
   }
@@ -84,6 +101,16 @@ struct DeviceState {
   void defer(std::vector<std::uint64_t> points, std::function<void()> act);
   // Runs the deferred acts whose points are reached.
   void drain();
+
+  // Memory's way back: into the cache (or to the driver, for a lost device or memory the
+  // cache must not keep), and out of it.
+  void give_back(Cached c, bool cacheable);
+  std::optional<Cached> take_cached(Memory memory, std::size_t bytes);
+  // Returns cached regions to the driver until at most `keep` bytes are cached; regions
+  // whose own last use is not yet reached return once it is.
+  void free_cache(std::size_t keep = 0);
+  // Returns a region to the driver now.
+  void free_region(edge::Region r, std::size_t bytes);
   // Throws invalid_argument with "NAME: " before the message.
   template <class... A>
   [[noreturn]] void refuse(fmt::format_string<A...> f, A&&... a) const;
@@ -97,10 +124,30 @@ std::shared_ptr<DeviceState> shared_device_at(std::uint16_t index);
 // True iff the packed point is reached (commits nothing); Lost for a lost value.
 bool point_reached(std::uint64_t bits);
 
-// An allocation of a device's memory, which every buffer over it shares, with its stamps.
+// A device's mapping of memory it does not own, shared by every live borrow of that memory
+// on that device. Released once the borrowing device has run the work submitted until then.
+struct Mapping {
+  std::shared_ptr<DeviceState> device;  // the borrowing device
+  std::optional<edge::Region> region;   // the driver's mapping; none where the device
+                                        // addresses the memory as it is
+  std::uint64_t address = 0;            // the memory's first byte in the device's work
+  ~Mapping();
+};
+
+// What makes a buffer a borrow: the device it is on, its mapping, and whether it ended.
+struct Borrow {
+  std::shared_ptr<DeviceState> device;
+  std::shared_ptr<Mapping> mapping;
+  std::optional<std::string> dead;  // why it ended (Buffer::unborrow)
+  int holds = 0;                    // host claims through it
+};
+
+// An allocation of a device's memory, which every buffer over it shares, with its stamps
+// and the host's claims on it.
 struct Allocation {
   std::shared_ptr<DeviceState> device;
   std::optional<edge::Region> region;  // none for memory rig does not own (of_host)
+  std::size_t region_bytes = 0;        // the region's size: a size class of the cache
   std::uint64_t address = 0;
   std::optional<std::uintptr_t> host;
   std::intptr_t handle = 0;
@@ -108,12 +155,22 @@ struct Allocation {
   Memory memory = Memory::Device;
   Access access = Access::ReadWrite;
   std::shared_ptr<const void> owner;  // keeps caller memory alive (of_host)
-  std::optional<std::string> dead;
+  bool host_paged = false;            // memory the host pages: host's, a memory device's
+  bool no_cache = false;              // described for DMA: never back to the cache
+  bool handle_only = false;           // named by its handle; no address
 
-  // Stamps: the last write, and per device the last use, as packed points.
+  // Guards everything below.
   SpinLock lock;
+  std::optional<std::string> dead;  // why it was consumed
+  // Stamps: the last write, and per device the last use, as packed points.
   std::uint64_t last_write = 0;
   std::vector<std::uint64_t> uses;
+  // Claims: the host's read claims, an exclusive holder, and memory outside the claims.
+  int readers = 0;
+  const void* exclusive = nullptr;
+  bool outside = false;
+  // Each borrowing device's mapping of it.
+  std::vector<std::weak_ptr<Mapping>> mappings;
 
   void use(std::uint64_t point, bool writes);
   ~Allocation();
@@ -156,6 +213,7 @@ struct CopyPart {
   int part = 0;
   Submission::Side src, dst;
   std::vector<rig_box> boxes;
+  std::optional<std::byte> fill;
 };
 
 struct SubmissionState {

@@ -136,9 +136,10 @@ Submission Submission::make(const Device& device, std::span<const Part> parts, i
       c.work.fill.segment_bytes = f->segment_bytes;
       s->part_buffers.push_back(f->arg);
     } else if (auto* cp = std::get_if<Copy>(&p.work)) {
-      CopyPart part{i, cp->src, cp->dst, {}};
+      CopyPart part{i, cp->src, cp->dst, {}, cp->fill};
       for (const Side* side : {&cp->src, &cp->dst}) {
         const bool is_dst = side == &cp->dst;
+        if (!is_dst && cp->fill) continue;  // a fill reads no memory
         if (side->fixed) {
           check_buffer(*d, *side->fixed, fmt::format("part {}: the copy's {}", i, is_dst ? "destination" : "source"));
           if (is_dst && side->fixed->access() == Access::Read)
@@ -154,7 +155,8 @@ Submission Submission::make(const Device& device, std::span<const Part> parts, i
         rig_box r{b.src_offset, b.dst_offset, b.width, b.rows, b.src_pitch, b.dst_pitch};
         if (b.width > b.src_pitch || b.width > b.dst_pitch)
           d->refuse("part {}: a box's pitch is below its width of {}", i, b.width);
-        if (cp->src.fixed && cp->dst.fixed && !box_fits(r, cp->src.fixed->length(), cp->dst.fixed->length()))
+        const std::size_t src_length = cp->fill ? SIZE_MAX : cp->src.fixed ? cp->src.fixed->length() : 0;
+        if ((cp->fill || cp->src.fixed) && cp->dst.fixed && !box_fits(r, src_length, cp->dst.fixed->length()))
           d->refuse("part {}: a box does not fit the copy's ends", i);
         part.boxes.push_back(r);
       }
@@ -217,7 +219,7 @@ Submission Submission::make(const Device& device, std::span<const Part> parts, i
     auto& c = s->parts[std::size_t(cp.part)].work.copy;
     c.boxes = cp.boxes.data();
     c.count = std::uint32_t(cp.boxes.size());
-    c.fill = -1;
+    c.fill = cp.fill ? std::int32_t(std::to_integer<std::uint8_t>(*cp.fill)) : -1;
   }
   s->keep = std::move(keep);
   s->hold = std::move(hold);
@@ -373,11 +375,12 @@ Point submit(const Submission& submission, Run& run, std::span<const Buffer> rea
   }
   // Check the copies' ends that are the run's buffers.
   for (const auto& cp : s.copies) {
-    const Buffer& src = cp.src.fixed ? *cp.src.fixed : slot_buffer(reads, writes, cp.src.slot);
     const Buffer& dst = cp.dst.fixed ? *cp.dst.fixed : slot_buffer(reads, writes, cp.dst.slot);
+    const std::size_t src_length =
+        cp.fill ? SIZE_MAX : (cp.src.fixed ? *cp.src.fixed : slot_buffer(reads, writes, cp.src.slot)).length();
     for (const auto& b : cp.boxes)
-      if (!detail::box_fits(b, src.length(), dst.length()))
-        d.refuse("part {}: a box does not fit the copy's ends of {} and {} bytes", cp.part, src.length(),
+      if (!detail::box_fits(b, src_length, dst.length()))
+        d.refuse("part {}: a box does not fit the copy's ends of {} and {} bytes", cp.part, src_length,
                  dst.length());
   }
 
@@ -428,14 +431,16 @@ Point submit(const Submission& submission, Run& run, std::span<const Buffer> rea
   }
   for (const auto& cp : s.copies) {
     auto& c = s.parts[std::size_t(cp.part)].work.copy;
-    const Buffer& src = cp.src.fixed ? *cp.src.fixed : slot_buffer(reads, writes, cp.src.slot);
     const Buffer& dst = cp.dst.fixed ? *cp.dst.fixed : slot_buffer(reads, writes, cp.dst.slot);
-    c.src = src.address();
-    c.dst = dst.address();
-    c.src_handle = src.allocation()->handle;
+    c.dst = dst.allocation()->handle_only ? 0 : dst.address();
     c.dst_handle = dst.allocation()->handle;
-    c.src_offset = src.offset();
     c.dst_offset = dst.offset();
+    if (!cp.fill) {
+      const Buffer& src = cp.src.fixed ? *cp.src.fixed : slot_buffer(reads, writes, cp.src.slot);
+      c.src = src.allocation()->handle_only ? 0 : src.address();
+      c.src_handle = src.allocation()->handle;
+      c.src_offset = src.offset();
+    }
   }
   const auto count = std::uint32_t(s.parts.size());
   const auto wait_count = std::uint32_t(in_queue.size());

@@ -36,7 +36,8 @@ void relax() {
 void report(const char* what, std::vector<std::uint64_t>& ns) {
   std::sort(ns.begin(), ns.end());
   auto at = [&](double q) { return double(ns[std::size_t(q * double(ns.size() - 1))]) / 1000.0; };
-  std::printf("%-44s median %7.3f us   p90 %7.3f us   p99 %7.3f us\n", what, at(0.5), at(0.9), at(0.99));
+  std::printf("%-44s median %7.3f us   p90 %7.3f us   p99 %7.3f us\n", what, at(0.5), at(0.9),
+              at(0.99));
 }
 
 // Round trips of a spin hand-off between this thread and another.
@@ -79,8 +80,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot load host_saxpy.o: %s\n", code.error().c_str());
     return 1;
   }
-  const auto entry = std::get<rig::edge::Entry>(
-      driver->entry(std::get<rig::edge::Loaded>(*code).image, "empty"));
+  const auto entry =
+      std::get<rig::edge::Entry>(driver->entry(std::get<rig::edge::Loaded>(*code).image, "empty"));
 
   std::uint64_t v = 0;
   auto launches = [&](std::uint32_t groups) {

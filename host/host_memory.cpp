@@ -108,7 +108,8 @@ void run_boxes(std::byte* dst_base, const std::byte* src_base, const rig_box* bo
       if (box.dst_pitch == box.width || box.rows == 1) {
         std::memset(dst, byte, box.width * box.rows);  // the rows are one run of bytes
       } else {
-        for (std::uint64_t r = 0; r < box.rows; ++r) std::memset(dst + r * box.dst_pitch, byte, box.width);
+        for (std::uint64_t r = 0; r < box.rows; ++r)
+          std::memset(dst + r * box.dst_pitch, byte, box.width);
       }
       continue;
     }

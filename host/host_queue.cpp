@@ -28,22 +28,23 @@ rig_host_kernel* kernel_of(const rig_launch& l) {
   return reinterpret_cast<rig_host_kernel*>(l.code);
 }
 
-// Whether a launch can ever run here: a grid and a group with no empty dimension, threads
-// within its kernel's limit, shared memory within the workers' scratch, and parameters
-// within the contract's limit.
+// Whether a launch can ever run here: a grid and a group with no empty dimension, at most
+// 2^63 groups (the workers count them in 64 bits), threads within its kernel's limit,
+// shared memory within the workers' scratch, and parameters within the contract's limit.
 bool launch_fits(const rig_launch& l) {
   if (l.launch == nullptr && l.code == 0) return false;
   for (int d = 0; d < 3; ++d) {
     if (l.groups[d] == 0 || l.threads[d] == 0) return false;
   }
+  const unsigned __int128 groups = (unsigned __int128)l.groups[0] * l.groups[1] * l.groups[2];
+  if (groups > (unsigned __int128)1 << 63) return false;
   if (l.shared > kSharedBytesMax) return false;
   if (l.param_bytes > RIG_PARAMS_MAX) return false;
   if (l.param_bytes != 0 && l.params == nullptr) return false;
   if (l.launch != nullptr) {
     const auto* k = static_cast<const HostKernel*>(l.launch);
     if (k->fn == nullptr) return false;
-    const unsigned __int128 threads =
-        (unsigned __int128)l.threads[0] * l.threads[1] * l.threads[2];
+    const unsigned __int128 threads = (unsigned __int128)l.threads[0] * l.threads[1] * l.threads[2];
     if (k->threads && threads > *k->threads) return false;
   }
   return true;
@@ -235,10 +236,6 @@ int HostQueue::commit(std::uint64_t, const char** failure) noexcept {
 // Waiting on the word.
 
 std::uint64_t HostQueue::word() const noexcept { return __atomic_load_n(word_, __ATOMIC_ACQUIRE); }
-
-const char* HostQueue::failure() const noexcept {
-  return failed_.load(std::memory_order_acquire) ? failure_ : nullptr;
-}
 
 void HostQueue::sleep(std::uint64_t v, std::chrono::nanoseconds most) {
   sleepers_.sleep(word_, v, most, [this] {

@@ -48,9 +48,10 @@ class HostQueue {
 
   // rig_driver::room for queue 0 of a device whose queue runs Launch, Fill and Copy:
   // RIG_NEVER for a part of kind 0 or Words, of another queue, or a launch with an empty
-  // grid or group, more threads than its kernel states, more shared bytes than
-  // kSharedBytesMax or more than RIG_PARAMS_MAX parameter bytes; RIG_LATER when the ring
-  // is full; RIG_FITS otherwise (also once the queue failed: submit then says why).
+  // grid or group, more than 2^63 groups, more threads than its kernel states, more
+  // shared bytes than kSharedBytesMax or more than RIG_PARAMS_MAX parameter bytes;
+  // RIG_LATER when the ring is full; RIG_FITS otherwise (also once the queue failed or
+  // stopped: submit then says why).
   int room(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const noexcept;
 
   // rig_driver::submit: places the job of value v in the ring and returns RIG_COMMITTED
@@ -75,9 +76,6 @@ class HostQueue {
   // values are never stored. A launch already running finishes its current groups. Later
   // submits and commits fail with "stopped: why".
   void stop(std::string_view why);
-
-  // The message of the failure that stopped the queue's work, or null.
-  const char* failure() const noexcept;
 
  private:
   // One part as the dispatcher runs it, in 48 bytes: what it needs of rig_part's work,
@@ -137,11 +135,11 @@ class HostQueue {
   const char* fill_slot(Slot& slot, const rig_part* parts, std::uint32_t count,
                         const rig_wait* waits, std::uint32_t wait_count);
 
-  void dispatch();                          // the dispatcher thread
-  bool await_job(std::uint32_t next);       // false once stopping
-  bool await_waits(const Slot& slot);       // false once stopping
+  void dispatch();                                   // the dispatcher thread
+  bool await_job(std::uint32_t next);                // false once stopping
+  bool await_waits(const Slot& slot);                // false once stopping
   bool run_step(const Step& step, std::uint64_t v);  // false on failure or stop
-  void fail(int code, std::uint64_t v);     // records a fill's failure
+  void fail(int code, std::uint64_t v);              // records a fill's failure
 
   volatile std::uint64_t* word_;
   void* fill_context_;
@@ -163,9 +161,9 @@ class HostQueue {
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> failed_{false};
-  bool stopped_ = false;          // stop() ran (its caller's state)
-  char failure_[160] = {};        // written by the dispatcher before failed_
-  char stop_reason_[256] = {};    // written by stop() before stopping_
+  bool stopped_ = false;        // stop() ran (its caller's state)
+  char failure_[160] = {};      // written by the dispatcher before failed_
+  char stop_reason_[256] = {};  // written by stop() before stopping_
 };
 
 }  // namespace rig::host

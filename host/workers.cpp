@@ -37,7 +37,8 @@ void wait_for_zero(const std::atomic<std::uint32_t>& count) {
 }  // namespace
 
 Workers::ScratchPtr Workers::make_scratch() {
-  return ScratchPtr(static_cast<std::byte*>(::operator new[](kSharedBytesMax, std::align_val_t(64))));
+  return ScratchPtr(
+      static_cast<std::byte*>(::operator new[](kSharedBytesMax, std::align_val_t(64))));
 }
 
 Workers::Workers(unsigned helpers) {
@@ -66,8 +67,7 @@ void Workers::stop() {
 }
 
 bool Workers::run(const GroupLaunch& launch) {
-  const std::uint64_t total =
-      std::uint64_t(launch.groups[0]) * launch.groups[1] * launch.groups[2];
+  const std::uint64_t total = std::uint64_t(launch.groups[0]) * launch.groups[1] * launch.groups[2];
   if (total == 0) return true;
 
   if (threads_.empty() || total == 1) {
@@ -139,7 +139,8 @@ void Workers::helper_main(std::byte* scratch) {
       if ((s & 1u) != 0 && s != seen) break;
       if (spin.spin()) continue;
       parked_.fetch_add(1, std::memory_order_seq_cst);
-      if (state_.load(std::memory_order_seq_cst) == s && !stopping_.load(std::memory_order_seq_cst)) {
+      if (state_.load(std::memory_order_seq_cst) == s &&
+          !stopping_.load(std::memory_order_seq_cst)) {
         futex_wait(state_, s);
       }
       parked_.fetch_sub(1, std::memory_order_relaxed);

@@ -29,6 +29,8 @@ namespace rig {
 namespace detail {
 struct DeviceState;
 struct Allocation;
+struct Borrow;
+struct Mapping;
 struct ImageState;
 struct FunctionState;
 struct SubmissionState;
@@ -88,8 +90,11 @@ class Device {
   // The bytes of memory it may hold, and the bytes it holds now.
   std::size_t budget() const;
   std::size_t used() const;
-  // Sets the budget. It never frees live memory: allocations over it raise OutOfMemory.
+  // Sets the budget, returning cached memory until the device is under it. It never frees
+  // live memory: allocations over it raise OutOfMemory.
   void set_budget(std::size_t bytes);
+  // Returns every cached region to the driver (once the device's work on it is done).
+  void free_cache();
 
   // The last value assigned to a submission (0 if none).
   std::uint64_t submitted() const;
@@ -168,37 +173,63 @@ struct Box {
 
 // Bytes of a device's memory: all of an allocation, or a view of part of it. Buffers over
 // one allocation share its stamps: work through any of them is ordered as work on it.
+// The contract of each function is spec/Rig.Buffer.txt's; docs/buffers.md sums it up.
 class Buffer {
  public:
-  // n new bytes of d's memory of kind `memory`, with unspecified contents. Raises
-  // invalid_argument if memory is Pinned and the host addresses d's memory, OutOfMemory
-  // if it exceeds d's budget or d's driver has no room after reclamation, Lost if d is lost.
+  // --- Making buffers ---------------------------------------------------------------
+  // n new bytes of d's memory of kind `memory`, with unspecified contents. Mapped memory
+  // falls back to Pinned memory, then to Device memory where the host addresses d's memory.
+  // Raises invalid_argument if memory is Pinned and the host addresses d's memory, or d is
+  // an io device; OutOfMemory if it exceeds d's budget, or d's driver has no room after the
+  // rounds of reclamation; Lost if d is lost or its driver faults.
   static Buffer create(const Device& d, std::size_t n, Memory memory = Memory::Device);
   // A host buffer holding a copy of `bytes`.
   static Buffer of_string(std::string_view bytes);
   // A host buffer over `bytes` without a copy; `owner` keeps them alive as long as rig
-  // needs them. Each call makes a new allocation with stamps of its own.
+  // needs them. Each call makes a new allocation with stamps of its own; its memory is
+  // outside the claims.
   static Buffer of_host(std::span<std::byte> bytes, std::shared_ptr<const void> owner);
+  // A buffer on d over b's bytes without a copy, or nullopt if d cannot map b's memory.
+  // It is b for b on d. Raises invalid_argument if b is dead or, on another device, its
+  // memory is held exclusive; OutOfMemory if d's driver has no room for the mapping; Lost
+  // if d is lost or faults.
+  static std::optional<Buffer> borrow(const Device& d, const Buffer& b);
 
   // The `length` bytes of this buffer from its byte `first` on. Raises invalid_argument if
   // the buffer is dead or the bytes do not lie inside it.
   Buffer view(std::size_t first, std::size_t length) const;
 
+  // Returns the memory early: false, changing nothing, if the buffer does not span its
+  // memory, another claim holds it, or it is outside the claims; otherwise every buffer
+  // over it is dead with reason `why`, the memory returns once its work is done, and true.
+  // Raises invalid_argument if the buffer is dead.
+  bool free(std::string_view why = "freed");
+  // Ends this borrow early: false, changing nothing, if a claim through it keeps it;
+  // otherwise every buffer of the borrow is dead with `why`, its hold of the mapping ends,
+  // and true. Raises invalid_argument if dead, or not a borrow on a device other than its
+  // memory's owner, or a view of part of one.
+  bool unborrow(std::string_view why = "unborrowed");
+
+  // --- Properties (never raise) -------------------------------------------------------
   Device device() const;
   std::size_t length() const { return length_; }
   std::size_t offset() const { return first_; }  // in its allocation
   Access access() const;
+  // True iff it lies over memory something other than its device holds: caller memory
+  // (of_host) or another device's memory (borrow).
+  bool is_borrowed() const;
   // True iff its bytes are all of its allocation.
   bool spans() const;
   // True iff the two share a byte of memory.
   bool overlaps(const Buffer& other) const;
-  // Why its memory was consumed, or nullopt while it is usable.
+  // Why its memory was consumed or its borrow ended, or nullopt while it is usable.
   std::optional<std::string> dead() const;
   // The address of its first byte in its device's work, and on the host if the host
   // addresses it.
   std::uint64_t address() const;
   std::optional<std::uintptr_t> host_address() const;
 
+  // --- Host access ------------------------------------------------------------------
   // Returns once the work a host access `access` must follow is done: for Read every
   // device's last write, for ReadWrite every use. Raises invalid_argument if dead, Lost if
   // that work's device is lost before it.
@@ -206,30 +237,82 @@ class Buffer {
   // True iff wait would not block; commits the work it waits for.
   bool reached(Access access) const;
 
-  // f(std::span<const T>) over the bytes, once the last write is done. Raises
-  // invalid_argument if dead, if the host does not address the memory, or if the length is
-  // not a whole number of T or the first byte is not aligned for T.
+  // f(std::span<const T>) over the bytes, under a read claim, once the last write is done.
+  // Raises invalid_argument if dead, held exclusive, if the host does not address the
+  // memory, or if the length is not a whole number of T or the first byte is not aligned.
   template <class T, class F>
   auto read(F&& f) const {
-    wait(Access::Read);
+    auto claim = host_claim(false);
     return f(std::span<const T>(host_span<T>(false)));
   }
-  // f(std::span<T>) over the bytes, once every use is done; work submitted after it
-  // returns sees f's writes. Raises as read, and if the buffer admits only Read.
+  // f(std::span<T>) over the bytes, under a read claim, once every use is done; work
+  // submitted after it returns sees f's writes. Raises as read, and if it admits only Read.
   template <class T, class F>
   auto write(F&& f) {
-    wait(Access::ReadWrite);
+    auto claim = host_claim(true);
     return f(host_span<T>(true));
   }
+  // The bytes as T for good, once every use is done; the memory leaves the claims. Raises
+  // invalid_argument also if the memory is not the host device's.
+  template <class T>
+  std::span<T> export_as() {
+    export_memory();
+    return host_span<T>(false);
+  }
+
+  // --- Copying ----------------------------------------------------------------------
+  // Copies each box's rows from src into dst, one box after the other, after `waits` and
+  // what the memory orders; returns a point reached once every byte is there. Routes: the
+  // host copies where it addresses both sides; a device copies directly between memory on
+  // it; anything else passes through staging memory. Raises invalid_argument if a side is
+  // dead, they share a byte, a box does not fit, dst admits only Read, a side is held
+  // exclusive, or no device can copy between them; Lost and OutOfMemory as submit does.
+  static Point submit_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes,
+                           std::span<const Point> waits = {});
+  // src's bytes into dst, returning once they are there. Raises invalid_argument also if
+  // they differ in length.
+  static void copy(const Buffer& src, const Buffer& dst);
+  // Copies `bytes` into the buffer from its byte `at`, and the buffer's bytes from `at`
+  // into `out`; they return once the bytes are where they go. Raise invalid_argument if the
+  // range does not lie inside the buffer, and as copy does.
+  void blit_from(std::span<const std::byte> bytes, std::size_t at);
+  void blit_to(std::size_t at, std::span<std::byte> out) const;
+  // Sets every byte to `byte`, after `waits`: the host where it addresses the buffer,
+  // otherwise the copy engine of its device. Returns a point as submit_copy does.
+  Point submit_fill(std::byte byte, std::span<const Point> waits = {});
+  void fill(std::byte byte);
+
+  // --- Low level --------------------------------------------------------------------
+  // How PCI function `pci_function` reaches the whole allocation by DMA, as its device's
+  // driver describes it; the memory leaves the claims for good and never returns to the
+  // cache. Raises invalid_argument if dead, empty, or host's or a memory device's memory.
+  Result<edge::Dma> dma(std::string_view pci_function) const;
+  // The driver's object for the memory, which the buffer starts offset() bytes into.
+  // Raises invalid_argument if dead or host memory.
+  std::intptr_t handle() const;
+  // True iff the address `at` bytes past the first byte is a multiple of n. Raises
+  // invalid_argument if dead or n is not a positive power of two.
+  bool aligned(std::ptrdiff_t at, std::size_t n) const;
 
   bool operator==(const Buffer& o) const {
-    return alloc_ == o.alloc_ && first_ == o.first_ && length_ == o.length_;
+    return alloc_ == o.alloc_ && borrow_ == o.borrow_ && first_ == o.first_ && length_ == o.length_;
   }
   const std::shared_ptr<detail::Allocation>& allocation() const { return alloc_; }
-  explicit Buffer(std::shared_ptr<detail::Allocation> a, std::size_t first, std::size_t length)
-      : alloc_(std::move(a)), first_(first), length_(length) {}
+  const std::shared_ptr<detail::Borrow>& borrowed() const { return borrow_; }
+  Buffer(std::shared_ptr<detail::Allocation> a, std::shared_ptr<detail::Borrow> borrow, std::size_t first,
+         std::size_t length)
+      : alloc_(std::move(a)), borrow_(std::move(borrow)), first_(first), length_(length) {}
 
  private:
+  // A read claim on the memory for a host access, after the wait it needs.
+  struct HostClaim {
+    const Buffer* buffer = nullptr;
+    HostClaim(const HostClaim&) = delete;
+    explicit HostClaim(const Buffer* b) : buffer(b) {}
+    ~HostClaim();
+  };
+  HostClaim host_claim(bool writing) const;
+  void export_memory();
   template <class T>
   std::span<T> host_span(bool writing) const {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -240,8 +323,46 @@ class Buffer {
                                                 bool writing) const;
 
   std::shared_ptr<detail::Allocation> alloc_;
+  std::shared_ptr<detail::Borrow> borrow_;
   std::size_t first_ = 0, length_ = 0;
 };
+
+// True iff d's work can address other's memory once borrowed (Buffer::borrow).
+bool reaches(const Device& d, const Device& other);
+
+// The host's own claims on memory, which order its accesses against donations.
+namespace claim {
+// Takes a read claim on b's memory; raises invalid_argument if it is held exclusive.
+void read(const Buffer& b);
+// Releases a read claim read took.
+void release(const Buffer& b);
+// The memory a with_ call holds exclusive.
+class Claims {
+ public:
+  // True iff these claims hold b's memory exclusive.
+  bool exclusive(const Buffer& b) const;
+  // Consumes b's memory, held exclusive here: every earlier buffer over it is dead with
+  // `why`, and the result is a new buffer over the same bytes with the same stamps.
+  Buffer consume(std::string_view why, const Buffer& b);
+  const void* id() const { return this; }
+};
+void take(std::span<const Buffer> read, std::span<const Buffer> donate, const Claims& claims);
+void give_back(std::span<const Buffer> read, std::span<const Buffer> donate, const Claims& claims) noexcept;
+// Calls f(claims) holding read claims on `read` and each of `donate`'s memories exclusive
+// (none of which another claim holds), then releases them. Raises invalid_argument, taking
+// nothing, if a memory is dead, outside the claims, or held by another claim.
+template <class F>
+auto with(std::span<const Buffer> read, std::span<const Buffer> donate, F&& f) {
+  Claims claims;
+  take(read, donate, claims);
+  struct Release {
+    std::span<const Buffer> read, donate;
+    Claims& claims;
+    ~Release() { give_back(read, donate, claims); }
+  } release{read, donate, claims};
+  return f(claims);
+}
+}  // namespace claim
 
 // Keeps driver objects alive until every submission made with it is done: `release` runs
 // once the last handle is gone and every such submission's work is reached.
@@ -332,9 +453,10 @@ class Submission {
     Buffer arg;
     std::uint32_t ring_units = 0, segment_bytes = 0;
   };
-  struct Copy {  // rows of bytes from src into dst
+  struct Copy {  // rows of bytes from src into dst, or, with `fill`, dst's rows set to it
     Side src, dst;
     std::vector<Box> boxes;
+    std::optional<std::byte> fill;
   };
   struct Launch {  // `function` over a grid, reading `params` parameter bytes
     Function function;

@@ -64,8 +64,9 @@ struct rig_fill {
 };
 
 /* A copy of boxes between two ends of the device's memory, or a fill of dst with a byte
- * (fill >= 0; src is then unused). An end is an address the device's work uses, with its
- * driver handle and the byte offset into that handle for memory named by handle only. */
+ * (fill >= 0; src is then unused). An end is the address of its first byte as the device's
+ * work uses it, or 0 for memory named by handle only, which lies at `offset` bytes into
+ * `handle`; handle and offset are given for every end. */
 struct rig_copy {
   uint64_t src, dst;               /* addresses, 0 for handle-only memory */
   intptr_t src_handle, dst_handle; /* the regions' driver objects (locate's handle) */

@@ -329,7 +329,7 @@ TEST_CASE("the memory of a collected buffer returns once its work is done") {
   Point p;
   {
     Buffer b = Buffer::create(d, 4096);
-    Part cp{"", {}, Submission::Copy{{b, 0}, {std::nullopt, 0}, {Box::row(4096)}}};
+    Part cp{"", {}, Submission::Copy{{b, 0}, {std::nullopt, 0}, {Box::row(4096)}, {}}};
     auto s = Submission::make(d, std::span(&cp, 1), 0, 1);
     Buffer dst = Buffer::create(d, 4096);
     Buffer w[] = {dst};
@@ -337,10 +337,55 @@ TEST_CASE("the memory of a collected buffer returns once its work is done") {
     p = submit(s, run, {}, w);
     CHECK(control->live_regions() == 2);
   }
-  CHECK(control->live_regions() == 2);  // the copy has not run
+  d.free_cache();
+  CHECK(control->live_regions() == 2);  // the copy has not run: nothing returns
   control->step();
   d.wait(p.value());
-  Buffer kept = Buffer::create(d, 64);  // an allocation returns what is due first
+  d.free_cache();
+  CHECK(control->live_regions() == 0);
+  CHECK(d.used() == 0);
+  d.close();
+}
+
+TEST_CASE("a reuse from the cache follows the work that last used the memory") {
+  auto [opener, control] = fake::opener(unique("FAKE"), {.runs_when_asleep = false});
+  Device d = *open(opener);
+  Point p;
+  std::uintptr_t first_address;
+  {
+    Buffer b = Buffer::create(d, 4096);
+    first_address = *b.host_address();
+    Part fill{"", {}, Submission::Copy{{std::nullopt, 0}, {std::nullopt, 0}, {Box::row(4096)}, std::byte{7}}};
+    auto s = Submission::make(d, std::span(&fill, 1), 0, 1);
+    Run run;
+    Buffer w[] = {b};
+    p = submit(s, run, {}, w);
+  }
+  Buffer again = Buffer::create(d, 4096);
+  CHECK(*again.host_address() == first_address);  // served by the cache
+  CHECK(!again.reached(Access::ReadWrite));       // the fill still holds it
+  std::thread stepper([control = control] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    control->step();
+  });
+  again.write<std::uint8_t>([](auto bytes) { CHECK(bytes[0] == 7); bytes[0] = 1; });
+  stepper.join();
+  CHECK(p.reached());
+  d.close();
+}
+
+TEST_CASE("cached memory counts in the budget and returns when the budget needs it") {
+  auto [opener, control] = fake::opener(unique("FAKE"));
+  Device d = *open(opener);
+  d.set_budget(64 << 10);
+  { Buffer a = Buffer::create(d, 48 << 10); }
+  CHECK(d.used() == (48u << 10));  // kept in the cache
   CHECK(control->live_regions() == 1);
+  Buffer b = Buffer::create(d, 32 << 10);  // another size: the cache returns to make room
+  CHECK(control->live_regions() == 1);
+  CHECK(d.used() == (32u << 10));
+  d.set_budget(16 << 10);  // never frees live memory
+  CHECK(control->live_regions() == 1);
+  CHECK_THROWS_AS(Buffer::create(d, 4096), OutOfMemory);
   d.close();
 }

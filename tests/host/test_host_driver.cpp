@@ -1,10 +1,10 @@
 // Tests of the host device's driver (host/host_driver.hpp), through edge::Driver and its C
 // functions, without rig's core. Each test is named after the promise it checks.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
 
 #include "host_driver.hpp"
 
+#include <doctest/doctest.h>
 #include <rig/edge.hpp>
 #include <rig/host_kernel.h>
 #include <rig/rig_edge.h>
@@ -34,7 +34,8 @@ std::atomic<std::uint64_t> heap_allocations{0};
 void* counted_alloc(std::size_t n, std::size_t align) {
   heap_allocations.fetch_add(1, std::memory_order_relaxed);
   void* p = nullptr;
-  if (posix_memalign(&p, std::max(align, sizeof(void*)), n == 0 ? 1 : n) != 0) throw std::bad_alloc();
+  if (posix_memalign(&p, std::max(align, sizeof(void*)), n == 0 ? 1 : n) != 0)
+    throw std::bad_alloc();
   return p;
 }
 }  // namespace
@@ -81,8 +82,12 @@ struct SlowParams {
   std::uint32_t* ran;
 };
 
-std::uint64_t load(const volatile std::uint64_t& w) { return __atomic_load_n(&w, __ATOMIC_ACQUIRE); }
-void store(volatile std::uint64_t& w, std::uint64_t v) { __atomic_store_n(&w, v, __ATOMIC_RELEASE); }
+std::uint64_t load(const volatile std::uint64_t& w) {
+  return __atomic_load_n(&w, __ATOMIC_ACQUIRE);
+}
+void store(volatile std::uint64_t& w, std::uint64_t v) {
+  __atomic_store_n(&w, v, __ATOMIC_RELEASE);
+}
 
 std::vector<std::byte> read_object(const char* name) {
   std::ifstream in(std::string(RIG_HOST_KERNEL_DIR) + "/" + name, std::ios::binary);
@@ -116,11 +121,13 @@ struct Host {
     return table->room(edge, parts, count, waits);
   }
   // Submits value v, asking room first; fails the test unless room fits and submit commits.
-  void submit(rig_part* parts, std::uint32_t count, std::uint64_t v, const rig_wait* waits = nullptr,
-              std::uint32_t wait_count = 0, std::uint64_t* times = nullptr) {
+  void submit(rig_part* parts, std::uint32_t count, std::uint64_t v,
+              const rig_wait* waits = nullptr, std::uint32_t wait_count = 0,
+              std::uint64_t* times = nullptr) {
     REQUIRE(room(parts, count, wait_count) == RIG_FITS);
     const char* failure = nullptr;
-    REQUIRE(table->submit(edge, parts, count, waits, wait_count, v, times, &failure) == RIG_COMMITTED);
+    REQUIRE(table->submit(edge, parts, count, waits, wait_count, v, times, &failure) ==
+            RIG_COMMITTED);
   }
   // Waits (through the driver's sleep) until the word shows v; fails after 10 s.
   void wait(std::uint64_t v) {
@@ -251,9 +258,10 @@ TEST_CASE("alloc aligns regions by their size and rounds them to whole words") {
   struct Case {
     std::size_t bytes, alignment;
   };
-  for (const Case c : {Case{0, 16}, Case{1, 16}, Case{15, 16}, Case{127, 16}, Case{128, 128},
-                       Case{4001, 128}, Case{65535, 128}, Case{std::max<std::size_t>(65536, 4 * page), page},
-                       Case{(1u << 20) + 3, page}}) {
+  for (const Case c :
+       {Case{0, 16}, Case{1, 16}, Case{15, 16}, Case{127, 16}, Case{128, 128}, Case{4001, 128},
+        Case{65535, 128}, Case{std::max<std::size_t>(65536, 4 * page), page},
+        Case{(1u << 20) + 3, page}}) {
     for (const Memory m : {Memory::Device, Memory::Mapped}) {
       CAPTURE(c.bytes);
       const auto region = h.driver->alloc(m, c.bytes);
@@ -354,8 +362,8 @@ TEST_CASE("a launch over many groups writes the right results and the word shows
   std::vector<float> x(n), y(n, 1.0f);
   for (std::uint32_t i = 0; i < n; ++i) x[i] = float(i);
   SaxpyParams params{2.0f, n, x.data(), y.data()};
-  rig_part part = launch_part(k.saxpy, {(n + threads - 1) / threads, 1, 1}, {threads, 1, 1}, &params,
-                              sizeof params);
+  rig_part part = launch_part(k.saxpy, {(n + threads - 1) / threads, 1, 1}, {threads, 1, 1},
+                              &params, sizeof params);
   h.submit(&part, 1, 1);
   params.a = -100.0f;  // the parameters are the driver's copy once submit returns
   h.wait(1);
@@ -509,12 +517,17 @@ TEST_CASE("room answers RIG_NEVER for work the queue never runs") {
   SUBCASE("an empty group in x") { p.work.launch.threads[0] = 0; }
   SUBCASE("an empty group in y") { p.work.launch.threads[1] = 0; }
   SUBCASE("an empty group in z") { p.work.launch.threads[2] = 0; }
+  SUBCASE("more groups than the device counts") {
+    p.work.launch.groups[0] = p.work.launch.groups[1] = p.work.launch.groups[2] = 0xffffffffu;
+  }
   SUBCASE("more threads than the kernel states") {
     p.work.launch.threads[0] = 128;
     p.work.launch.threads[1] = 3;
   }
   SUBCASE("more shared memory than a group may have") { p.work.launch.shared = 64 * 1024 + 1; }
-  SUBCASE("more parameters than a launch carries") { p.work.launch.param_bytes = RIG_PARAMS_MAX + 1; }
+  SUBCASE("more parameters than a launch carries") {
+    p.work.launch.param_bytes = RIG_PARAMS_MAX + 1;
+  }
   rig_part parts[2] = {good, p};
   CHECK(h.room(parts, 2) == RIG_NEVER);
 }
@@ -599,8 +612,8 @@ TEST_CASE("a failing fill fails the device with a message naming the value") {
   CHECK_THROWS_WITH_AS(h.driver->sleep(13, 1ms), "fill returned 3 at value 12", edge::Fault);
 
   std::this_thread::sleep_for(20ms);
-  CHECK(h.shown() == 11);     // neither the failed value nor the one after it
-  CHECK(out[0].calls == 0);   // the value after the failure never ran
+  CHECK(h.shown() == 11);    // neither the failed value nor the one after it
+  CHECK(out[0].calls == 0);  // the value after the failure never ran
 }
 
 TEST_CASE("stop with queued work returns promptly and never stores the dropped values") {
@@ -681,7 +694,8 @@ TEST_CASE("submit allocates no heap memory after warm-up") {
     const char* failure = nullptr;
     for (std::uint64_t v = first; v <= last; ++v) {
       while (h.room(parts, 4, 1) == RIG_LATER) h.driver->sleep(h.shown() + 1, 1ms);
-      if (h.table->submit(h.edge, parts, 4, &wait, 1, v, nullptr, &failure) != RIG_COMMITTED) return false;
+      if (h.table->submit(h.edge, parts, 4, &wait, 1, v, nullptr, &failure) != RIG_COMMITTED)
+        return false;
     }
     while (h.shown() < last) h.driver->sleep(last, 1ms);
     return true;

@@ -1,10 +1,10 @@
 // Tests of a memory device's driver (host/host_driver.hpp), through edge::Driver and its
 // C functions, without rig's core. Each test is named after the promise it checks.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
 
 #include "host_driver.hpp"
 
+#include <doctest/doctest.h>
 #include <rig/edge.hpp>
 #include <rig/rig_edge.h>
 
@@ -162,7 +162,8 @@ TEST_CASE("copies with several boxes and pitches, and byte fills, give the right
   rig_part by_handle = copy_part(0, 0, fill_boxes, 2, 0x5a);
   by_handle.work.copy.dst_handle = std::intptr_t(dst_region->id);
   by_handle.work.copy.dst_offset = 0;
-  rig_part parts[2] = {copy_part(reinterpret_cast<std::uint64_t>(src), reinterpret_cast<std::uint64_t>(dst), boxes, 3),
+  rig_part parts[2] = {copy_part(reinterpret_cast<std::uint64_t>(src),
+                                 reinterpret_cast<std::uint64_t>(dst), boxes, 3),
                        by_handle};
   const char* failure = nullptr;
   CHECK(m.submit(parts, 2, 5, &failure) == RIG_COMMITTED);
@@ -222,7 +223,8 @@ TEST_CASE("room answers RIG_NEVER for launches, queue words, kind 0 and other qu
   MemoryDevice m;
   const rig_box box{0, 0, 1, 1, 0, 0};
   unsigned char a = 1, b = 0;
-  const rig_part good = copy_part(reinterpret_cast<std::uint64_t>(&a), reinterpret_cast<std::uint64_t>(&b), &box, 1);
+  const rig_part good =
+      copy_part(reinterpret_cast<std::uint64_t>(&a), reinterpret_cast<std::uint64_t>(&b), &box, 1);
   rig_part p = good;
   CHECK(m.table->room(m.edge, &p, 1, 0) == RIG_FITS);
   SUBCASE("a launch") {

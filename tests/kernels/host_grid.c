@@ -1,15 +1,14 @@
 /* host_grid.c — kernels of the host driver's tests that report what a group sees: its
  * place in a 3-D grid, its shared memory and the launch's value; and a slow kernel. */
 #include <rig/host_kernel.h>
-
 #include <time.h>
 
 /* What one group reports, at out[linear index of the group]. */
 struct grid_report {
   uint32_t group[3];
-  uint32_t threads;     /* threads[0] * threads[1] * threads[2] */
-  uint32_t shared_ok;   /* 1 if its shared memory is aligned to 64 and holds what it wrote */
-  uint32_t calls;       /* how many times the group ran */
+  uint32_t threads;   /* threads[0] * threads[1] * threads[2] */
+  uint32_t shared_ok; /* 1 if its shared memory is aligned to 64 and holds what it wrote */
+  uint32_t calls;     /* how many times the group ran */
   uint64_t value;
 };
 

@@ -1,0 +1,204 @@
+// pm4.hpp — PM4 type-3 packets for AMD compute queues (the MEC), as words.
+//
+// Pure code: a Pm4 writes packets into 32-bit words it is given and touches no device. The
+// words may be a ring: a Pm4 writes at (start + i) mod ring size, since the command
+// processor reads a PM4 ring modulo its size and packets may straddle its end.
+//
+// Facts and where they come from: the type-3 header and opcodes are those of the kernel's
+// nvd.h / soc15d.h (PACKET3_*); packet bodies follow AMD's published MEC packet layouts
+// (PAL's f32_mec_pm4_packets: PM4_MEC_RELEASE_MEM, _ACQUIRE_MEM, _WAIT_REG_MEM(64),
+// _COPY_DATA, _WRITE_DATA, _INDIRECT_BUFFER, _EVENT_WRITE, _DISPATCH_DIRECT, _SET_SH_REG);
+// register offsets are Mesa's sid.h byte addresses (R_00B8xx_COMPUTE_*) divided by four.
+//
+// Generations: gfx11 (RDNA3) is built and tested; gfx12 (RDNA4) shares every layout used
+// here and differs only in the cache-control bits (gfx12 has no GL1 or GLM caches). gfx9.4
+// (gfx942, CDNA3) takes CP_COHER_CNTL cache actions instead of GCR_CNTL and has no wave32:
+// its place is Gen::Gfx9_4, which every cache-touching packet refuses for now with
+// std::invalid_argument ("not built yet").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+
+namespace rig::amd::pm4 {
+
+enum class Gen { Gfx9_4, Gfx11, Gfx12 };
+
+// ---- Header (nvd.h: PACKET3(op, n) = 3 << 30 | (n & 0x3fff) << 16 | (op & 0xff) << 8).
+constexpr std::uint32_t kType3 = 3u << 30;
+constexpr std::uint32_t kShaderCompute = 1u << 1;  // PACKET3_COMPUTE: the packet is for the MEC
+// A type-3 header for `op` with `body` dwords after the header (1 ..= 0x4000).
+constexpr std::uint32_t header(std::uint32_t op, std::uint32_t body) {
+  return kType3 | ((body - 1) & 0x3fff) << 16 | (op & 0xff) << 8 | kShaderCompute;
+}
+
+// ---- Opcodes (nvd.h).
+constexpr std::uint32_t kNop = 0x10;
+constexpr std::uint32_t kDispatchDirect = 0x15;
+constexpr std::uint32_t kWriteData = 0x37;
+constexpr std::uint32_t kWaitRegMem = 0x3C;
+constexpr std::uint32_t kIndirectBuffer = 0x3F;
+constexpr std::uint32_t kCopyData = 0x40;
+constexpr std::uint32_t kEventWrite = 0x46;
+constexpr std::uint32_t kReleaseMem = 0x49;
+constexpr std::uint32_t kAcquireMem = 0x58;
+constexpr std::uint32_t kSetShReg = 0x76;
+constexpr std::uint32_t kWaitRegMem64 = 0x93;
+
+// ---- SH registers: dword offsets (Mesa sid.h byte address / 4). SET_SH_REG names a
+// register by its offset from kShRegStart (nvd.h PACKET3_SET_SH_REG_START .. _END).
+constexpr std::uint32_t kShRegStart = 0x2C00;
+constexpr std::uint32_t kShRegEnd = 0x3000;
+namespace reg {
+constexpr std::uint32_t COMPUTE_DISPATCH_INITIATOR = 0xB800 / 4;
+constexpr std::uint32_t COMPUTE_DIM_X = 0xB804 / 4;
+constexpr std::uint32_t COMPUTE_START_X = 0xB810 / 4;  // then _Y, _Z
+constexpr std::uint32_t COMPUTE_NUM_THREAD_X = 0xB81C / 4;  // then _Y, _Z
+constexpr std::uint32_t COMPUTE_PGM_LO = 0xB830 / 4;  // code address >> 8; then _HI
+constexpr std::uint32_t COMPUTE_PGM_HI = 0xB834 / 4;
+constexpr std::uint32_t COMPUTE_DISPATCH_SCRATCH_BASE_LO = 0xB840 / 4;  // gfx11+: scratch >> 8
+constexpr std::uint32_t COMPUTE_DISPATCH_SCRATCH_BASE_HI = 0xB844 / 4;
+constexpr std::uint32_t COMPUTE_PGM_RSRC1 = 0xB848 / 4;  // then RSRC2
+constexpr std::uint32_t COMPUTE_PGM_RSRC2 = 0xB84C / 4;
+constexpr std::uint32_t COMPUTE_RESOURCE_LIMITS = 0xB854 / 4;
+constexpr std::uint32_t COMPUTE_TMPRING_SIZE = 0xB860 / 4;
+constexpr std::uint32_t COMPUTE_RESTART_X = 0xB86C / 4;  // then _Y, _Z
+constexpr std::uint32_t COMPUTE_PGM_RSRC3 = 0xB8A0 / 4;
+constexpr std::uint32_t COMPUTE_USER_DATA_0 = 0xB900 / 4;  // .. _15
+constexpr std::uint32_t kUserDataCount = 16;
+}  // namespace reg
+
+// COMPUTE_DISPATCH_INITIATOR fields (gc *_sh_mask.h).
+constexpr std::uint32_t kInitiatorComputeShaderEn = 1u << 0;
+constexpr std::uint32_t kInitiatorForceStartAt000 = 1u << 2;
+constexpr std::uint32_t kInitiatorCsW32En = 1u << 15;  // gfx10+: waves of 32 lanes
+
+// ---- EVENT_WRITE / RELEASE_MEM event types and indices (the CP's VGT_EVENT_TYPE).
+constexpr std::uint32_t kEventCsPartialFlush = 0x07;
+constexpr std::uint32_t kEventCacheFlushAndInvTs = 0x14;
+constexpr std::uint32_t kEventIndexCsPartialFlush = 4;
+constexpr std::uint32_t kEventIndexEndOfPipe = 5;
+
+// RELEASE_MEM GCR_CNTL bits (nvd.h PACKET3_RELEASE_MEM_GCR_*, in the ordinal's bits 12..24).
+constexpr std::uint32_t kReleaseGlmWb = 1u << 12;
+constexpr std::uint32_t kReleaseGlmInv = 1u << 13;
+constexpr std::uint32_t kReleaseGlvInv = 1u << 14;
+constexpr std::uint32_t kReleaseGl1Inv = 1u << 15;
+constexpr std::uint32_t kReleaseGl2Inv = 1u << 20;
+constexpr std::uint32_t kReleaseGl2Wb = 1u << 21;
+constexpr std::uint32_t kReleaseGcrSeq = 1u << 22;
+
+// ACQUIRE_MEM GCR_CNTL bits (nvd.h PACKET3_ACQUIRE_MEM_GCR_CNTL_*).
+constexpr std::uint32_t kAcquireGliInv = 1u << 0;
+constexpr std::uint32_t kAcquireGlmWb = 1u << 4;
+constexpr std::uint32_t kAcquireGlmInv = 1u << 5;
+constexpr std::uint32_t kAcquireGlkWb = 1u << 6;
+constexpr std::uint32_t kAcquireGlkInv = 1u << 7;
+constexpr std::uint32_t kAcquireGlvInv = 1u << 8;
+constexpr std::uint32_t kAcquireGl1Inv = 1u << 9;
+constexpr std::uint32_t kAcquireGl2Inv = 1u << 14;
+constexpr std::uint32_t kAcquireGl2Wb = 1u << 15;
+
+// RELEASE_MEM data_sel, int_sel, dst_sel (PM4_MEC_RELEASE_MEM enums).
+enum class DataSel : std::uint32_t { None = 0, Low32 = 1, Data64 = 2, GpuClock = 3 };
+enum class IntSel : std::uint32_t { None = 0, Interrupt = 1, InterruptAfterWriteConfirm = 2 };
+
+// WAIT_REG_MEM(64) compare functions (PM4_MEC_WAIT_REG_MEM function_enum).
+enum class Compare : std::uint32_t {
+  Always = 0, Less = 1, LessEqual = 2, Equal = 3, NotEqual = 4, GreaterEqual = 5, Greater = 6
+};
+
+// COPY_DATA selectors (PM4_MEC_COPY_DATA src_sel / dst_sel enums).
+enum class CopySrc : std::uint32_t { Register = 0, Memory = 2, Immediate = 5, GpuClock = 9 };
+constexpr std::uint32_t kCopyDstMemory = 2;  // dst_sel tc_l2
+constexpr std::uint32_t kWriteDstMemory = 5;  // WRITE_DATA dst_sel memory
+
+// Bodies of the fixed-size packets, in dwords after the header.
+constexpr std::uint32_t kReleaseMemBody = 7;
+constexpr std::uint32_t kAcquireMemBody = 7;
+constexpr std::uint32_t kWaitRegMemBody = 6;
+constexpr std::uint32_t kWaitRegMem64Body = 8;
+constexpr std::uint32_t kCopyDataBody = 5;
+constexpr std::uint32_t kEventWriteBody = 1;
+constexpr std::uint32_t kIndirectBufferBody = 3;
+constexpr std::uint32_t kDispatchDirectBody = 4;
+constexpr std::uint32_t kIndirectBufferMaxDwords = (1u << 20) - 1;  // ib_size is 20 bits
+
+// An end-of-pipe release: after all earlier work of the queue completes, the caches named
+// are written back/invalidated, `data` (as data_sel says) is written at `address`, and an
+// interrupt carrying `context` is raised if int_sel asks.
+struct Release {
+  std::uint64_t address = 0;
+  std::uint64_t data = 0;
+  DataSel data_sel = DataSel::None;
+  IntSel int_sel = IntSel::None;
+  std::uint32_t context = 0;  // int_ctxid
+  bool write_back = true;     // write back and invalidate the caches before the store
+};
+
+// Writes PM4 packets into words. Every method throws std::length_error, having written
+// nothing of the packet, if the packet does not fit in what is left of `out`, and
+// std::invalid_argument for a field out of its range (each method says which).
+class Pm4 {
+ public:
+  // Packets go at out[(start + i) % out.size()]; at most out.size() dwords are written.
+  Pm4(Gen gen, std::span<std::uint32_t> out, std::uint64_t start = 0);
+
+  Gen gen() const { return gen_; }
+  // Dwords written so far.
+  std::uint32_t size() const { return written_; }
+  // The ring position after the last dword written: start + size().
+  std::uint64_t position() const { return start_ + written_; }
+
+  // A NOP of exactly `dwords` dwords (1 ..= 0x4000: a header and dwords - 1 ignored dwords).
+  void nop(std::uint32_t dwords);
+  // SET_SH_REG: `values` into consecutive SH registers from dword register `first`, which
+  // must lie in [kShRegStart, kShRegEnd) with every value (invalid_argument otherwise).
+  void set_sh_reg(std::uint32_t first, std::span<const std::uint32_t> values);
+  void set_sh_reg(std::uint32_t reg, std::uint32_t value) { set_sh_reg(reg, std::span(&value, 1)); }
+  // DISPATCH_DIRECT of a grid of x * y * z thread groups (each at least 1), with the
+  // initiator's COMPUTE_SHADER_EN and FORCE_START_AT_000 bits, and CS_W32_EN for wave32
+  // (invalid_argument on gfx9.4, which has no wave32).
+  void dispatch_direct(std::uint32_t x, std::uint32_t y, std::uint32_t z, bool wave32);
+  // RELEASE_MEM at end of pipe (event CACHE_FLUSH_AND_INV_TS_EVENT). The address must be
+  // 4-aligned for Low32 and 8-aligned for Data64 and GpuClock (invalid_argument).
+  void release_mem(const Release& release);
+  // ACQUIRE_MEM over all memory: invalidates the instruction, scalar and vector caches and
+  // writes back/invalidates L2 before later work reads memory.
+  void acquire_mem();
+  // EVENT_WRITE of CS_PARTIAL_FLUSH: later work starts once earlier dispatches completed.
+  void cs_partial_flush();
+  // WAIT_REG_MEM on the 32-bit word at `address` (4-aligned): waits until
+  // (word & mask) `compare` reference holds.
+  void wait_mem32(std::uint64_t address, Compare compare, std::uint32_t reference,
+                  std::uint32_t mask = 0xffffffff);
+  // WAIT_REG_MEM64 on the 64-bit word at `address` (8-aligned): waits until
+  // (word & mask) `compare` reference holds, such as another device's timeline word >= v.
+  void wait_mem64(std::uint64_t address, Compare compare, std::uint64_t reference,
+                  std::uint64_t mask = ~std::uint64_t(0));
+  // INDIRECT_BUFFER: runs `dwords` dwords of PM4 at `address` (4-aligned; 1 ..= 2^20 - 1).
+  void indirect_buffer(std::uint64_t address, std::uint32_t dwords);
+  // WRITE_DATA of `data` to memory at `address` (4-aligned), with write confirmation.
+  void write_data(std::uint64_t address, std::span<const std::uint32_t> data);
+  // COPY_DATA of 32 or 64 bits from `source` (a register, memory, an immediate, or the GPU
+  // clock, which is always 64 bits) to memory at `address` (4-aligned; 8 for 64 bits),
+  // with write confirmation.
+  void copy_data(CopySrc source, std::uint64_t source_value, std::uint64_t address, bool bits64);
+
+  // Dwords of a SET_SH_REG of n registers, of a NOP body, of a WRITE_DATA of n dwords.
+  static constexpr std::uint32_t set_sh_reg_size(std::uint32_t n) { return 2 + n; }
+  static constexpr std::uint32_t write_data_size(std::uint32_t n) { return 4 + n; }
+
+ private:
+  void need(std::uint32_t dwords) const;
+  void put(std::uint32_t word);
+  void no_gfx9(const char* packet) const;
+
+  Gen gen_;
+  std::span<std::uint32_t> out_;
+  std::uint64_t start_;
+  std::uint32_t written_ = 0;
+};
+
+}  // namespace rig::amd::pm4
