@@ -26,11 +26,12 @@ void Allocation::use(std::uint64_t point, bool writes) {
 namespace {
 
 // Regions come in size classes, so that the cache serves a later request of a similar size:
-// whole 4 KiB pages up to 64 KiB, powers of two up to 64 MiB, then whole MiB.
+// whole 4 KiB pages up to 64 KiB, then multiples of a quarter of the next power of two
+// (at most a quarter more than asked).
 std::size_t size_class(std::size_t n) {
   if (n <= 64 * 1024) return (n + 4095) & ~std::size_t(4095);
-  if (n <= (std::size_t(64) << 20)) return std::bit_ceil(n);
-  return (n + ((1u << 20) - 1)) & ~((std::size_t(1) << 20) - 1);
+  std::size_t step = std::bit_ceil(n) / 4;
+  return (n + step - 1) / step * step;
 }
 
 // The memory returns: once other devices' uses are reached, into its device's cache with

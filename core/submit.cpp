@@ -47,10 +47,14 @@ int choose_queue(const DeviceState& d, const Submission::Part& p, int i, Kind k,
   return q;
 }
 
+// The device a buffer is on: its memory's, or the borrowing device's.
+const DeviceState* on(const Buffer& b) {
+  return b.borrowed() ? b.borrowed()->device.get() : b.allocation()->device.get();
+}
+
 void check_buffer(const DeviceState& d, const Buffer& b, std::string_view what) {
   if (auto why = b.dead()) d.refuse("{} is dead ({})", what, *why);
-  if (b.allocation()->device.get() != &d)
-    d.refuse("{} is on {}, not on this device", what, b.allocation()->device->name);
+  if (on(b) != &d) d.refuse("{} is on {}, not on this device", what, on(b)->name);
 }
 
 bool box_fits(const rig_box& b, std::size_t src_len, std::size_t dst_len) {
@@ -342,13 +346,11 @@ Point submit(const Submission& submission, Run& run, std::span<const Buffer> rea
              writes.size(), s.reads, s.writes);
   for (std::size_t i = 0; i < reads.size(); ++i) {
     const auto& b = reads[i];
-    if (b.allocation()->device.get() != &d || b.dead())
-      detail::check_buffer(d, b, fmt::format("read buffer {}", i));
+    if (detail::on(b) != &d || b.dead()) detail::check_buffer(d, b, fmt::format("read buffer {}", i));
   }
   for (std::size_t i = 0; i < writes.size(); ++i) {
     const auto& b = writes[i];
-    if (b.allocation()->device.get() != &d || b.dead())
-      detail::check_buffer(d, b, fmt::format("written buffer {}", i));
+    if (detail::on(b) != &d || b.dead()) detail::check_buffer(d, b, fmt::format("written buffer {}", i));
     if (b.access() == Access::Read) d.refuse("written buffer {} admits only Read", i);
   }
 

@@ -188,7 +188,8 @@ class Driver final : public edge::Driver {
     f.copy_engine = o_.copy_queue ? 1 : 0;  // "COPY:0", or the first queue, which runs Copy too
     f.completion = o_.completion;           // Store or Host: either way, step writes the word
     f.waits = o_.waits, f.may_block = o_.may_block, f.hang_ms = o_.hang_ms;
-    f.maps_host = f.host_addresses = true;
+    f.maps_host = true;
+    f.host_addresses = o_.host_addresses;
     f.alignment = kAlignment, f.counters = o_.counters;
     f.word = word_, f.edge = &edge_;
     return f;
@@ -199,7 +200,7 @@ class Driver final : public edge::Driver {
   std::optional<edge::Region> alloc(Memory memory, std::size_t bytes) override {
     Turn t(*this, "alloc");
     if (no_room(Call::Alloc)) return std::nullopt;
-    if (memory == Memory::Pinned)  // "rig asks for none on a device that declares host_addresses"
+    if (memory == Memory::Pinned && o_.host_addresses)  // "rig asks for none on a device that declares host_addresses"
       s_.violate("alloc of Pinned memory on a device that declares host_addresses");
     // Over Options::memory: no room, and "rig reclaims memory and asks again".
     auto host = s_.take(bytes);
@@ -217,6 +218,7 @@ class Driver final : public edge::Driver {
   edge::Location locate(edge::Region r) override {
     Turn t(*this, "locate");
     auto host = block(r).host;  // host_addresses: "with a host address in each one's location"
+    if (!o_.host_addresses) return {host, std::nullopt, std::intptr_t(host)};
     return {host, host, std::intptr_t(host)};
   }
 

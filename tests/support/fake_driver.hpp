@@ -51,6 +51,8 @@ struct Options {
   std::optional<int> hang_ms{};
   bool runs_when_asleep = true;         // sleep runs committed work; else only step does
   bool place_images = false;            // image answers Place instead of Loaded
+  bool host_addresses = true;           // false: locate gives no host address (like VRAM),
+                                        // so rig copies through staging memory
   std::vector<std::pair<std::string, int>> counters{};  // measured per launch: values 1, 2, 3…
 };
 

@@ -1,0 +1,335 @@
+// Copies, fills and blits: the host copies where it addresses both sides, a device copies
+// directly between memory on it, and anything else passes through staging memory (host
+// memory in 32 MiB allocations, borrowed by each device that copies through it).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+#include "state.hpp"
+
+namespace rig {
+namespace {
+
+using detail::DeviceState;
+
+constexpr std::size_t kStagingBytes = std::size_t(32) << 20;
+
+// A reached point of the host device: what a copy the host made returns.
+Point host_point() {
+  Device h = host();
+  return Point(h, h.state().word());
+}
+
+bool host_addressed(const Buffer& b) { return b.length() == 0 || b.host_address().has_value(); }
+
+void refuse_copy(const Buffer& on, std::string_view why) { on.allocation()->device->refuse("copy: {}", why); }
+
+bool row_fits(std::uint64_t off, std::uint64_t pitch, std::uint64_t rows, std::uint64_t width, std::size_t len) {
+  if (rows == 0 || width == 0) return true;
+  std::uint64_t last;
+  if (__builtin_mul_overflow(rows - 1, pitch, &last) || __builtin_add_overflow(last, off, &last) ||
+      __builtin_add_overflow(last, width, &last))
+    return false;
+  return last <= len;
+}
+
+// Refusals common to copies and fills: dead ends, read-only or exclusive memory, boxes that
+// do not fit, and ends that share a byte.
+void check(const Buffer* src, const Buffer& dst, std::span<const Box> boxes) {
+  if (auto why = dst.dead()) refuse_copy(dst, fmt::format("the destination is dead ({})", *why));
+  if (dst.access() == Access::Read) refuse_copy(dst, "the destination admits only Read");
+  auto exclusive = [](const Buffer& b) {
+    std::lock_guard g(b.allocation()->lock);
+    return b.allocation()->exclusive != nullptr;
+  };
+  if (exclusive(dst)) refuse_copy(dst, "a claim holds the destination's memory exclusive");
+  if (!src) return;
+  if (auto why = src->dead()) refuse_copy(*src, fmt::format("the source is dead ({})", *why));
+  if (exclusive(*src)) refuse_copy(*src, "a claim holds the source's memory exclusive");
+  if (src->overlaps(dst)) refuse_copy(dst, "the source and the destination share a byte of memory");
+  for (const Box& b : boxes) {
+    if (b.width > b.src_pitch || b.width > b.dst_pitch)
+      refuse_copy(dst, fmt::format("a box's pitch is below its width of {}", b.width));
+    if (!row_fits(b.src_offset, b.src_pitch, b.rows, b.width, src->length()) ||
+        !row_fits(b.dst_offset, b.dst_pitch, b.rows, b.width, dst.length()))
+      refuse_copy(dst, fmt::format("a box of {} rows of {} bytes does not fit a source of {} and a destination of {} bytes",
+                                   b.rows, b.width, src->length(), dst.length()));
+  }
+}
+
+// Host claims on a copy's ends, held until it returns.
+struct Claimed {
+  std::vector<Buffer> held;
+  void take(const Buffer& b) {
+    claim::read(b);
+    held.push_back(b);
+  }
+  ~Claimed() {
+    for (auto& b : held) claim::release(b);
+  }
+};
+
+void wait_all(std::span<const Point> waits) {
+  for (const Point& p : waits) p.wait();
+}
+
+// One row of bytes to move: from src_offset of the source to dst_offset of the destination.
+struct Piece {
+  std::size_t src, dst, width;
+};
+
+// The rows of `boxes`, in order, each cut to at most `most` bytes.
+std::vector<Piece> pieces(std::span<const Box> boxes, std::size_t most) {
+  std::vector<Piece> out;
+  for (const Box& b : boxes)
+    for (std::size_t r = 0; r < b.rows; ++r)
+      for (std::size_t at = 0; at < b.width; at += most)
+        out.push_back({b.src_offset + r * b.src_pitch + at, b.dst_offset + r * b.dst_pitch + at,
+                       std::min(most, b.width - at)});
+  return out;
+}
+
+// Staging memory: host memory in allocations of 32 MiB, each kept with the point of the
+// last transfer through it and the borrows of the devices that copied through it.
+class Staging {
+ public:
+  struct Slot {
+    Buffer memory;
+    std::vector<Buffer> borrows;  // one per device that copied through it: its mapping lives on
+    std::uint64_t point = 0;      // packed: the last transfer through it
+    bool held = false;
+  };
+
+  // An allocation no copy holds, whose last transfer is done, or a new one.
+  Slot* take() {
+    {
+      std::lock_guard g(mutex_);
+      for (auto& s : slots_)
+        if (!s.held && detail::point_reached(s.point)) return hold(s);
+      for (auto& s : slots_)  // else the one used longest ago, once its work is done
+        if (!s.held) {
+          Point p = Point::from_bits(s.point);
+          hold(s);
+          mutex_.unlock();
+          try {
+            p.wait();
+          } catch (...) {
+            mutex_.lock();
+            s.held = false;
+            throw;
+          }
+          mutex_.lock();
+          return &s;
+        }
+    }
+    Buffer memory = Buffer::create(host(), kStagingBytes);
+    std::lock_guard g(mutex_);
+    slots_.push_back(Slot{std::move(memory), {}, 0, true});
+    return &slots_.back();
+  }
+  void give_back(Slot* s, Point p) {
+    std::lock_guard g(mutex_);
+    s->point = p.bits();
+    s->held = false;
+  }
+  // The slot's memory borrowed on d.
+  Buffer on(Slot* s, const Device& d) {
+    for (auto& b : s->borrows)
+      if (b.device() == d) return b;
+    auto b = Buffer::borrow(d, s->memory);
+    if (!b) d.state().refuse("copy: staging memory does not map on the device (it maps no host memory)");
+    s->borrows.push_back(*b);
+    return *b;
+  }
+
+ private:
+  Slot* hold(Slot& s) {
+    s.held = true;
+    return &s;
+  }
+  std::mutex mutex_;
+  std::deque<Slot> slots_;  // stable addresses
+};
+
+Staging& staging() {
+  static Staging* s = new Staging;
+  return *s;
+}
+
+// A copy of `boxes` on d's copy engine between src and dst, both on d, after `waits`.
+Point device_copy(const Device& d, const Buffer& src, const Buffer& dst, std::vector<Box> boxes,
+                  std::span<const Point> waits) {
+  Submission::Part part{"", {}, Submission::Copy{{src, 0}, {dst, 0}, std::move(boxes), {}}};
+  std::pair<Buffer, Access> fixed[] = {{src, Access::Read}, {dst, Access::ReadWrite}};
+  auto s = Submission::make(d, std::span(&part, 1), 0, 0, fixed);
+  Run run;
+  return submit(s, run, {}, {}, waits);
+}
+
+// The device that copies between a side and staging: the side's own device where it
+// copies, or the owner of the memory a borrow on a device without a copy engine lies over.
+Device copier(const Buffer& b) {
+  Device d = b.device();
+  if (d.facts().copy_engine) return d;
+  Device owner(b.allocation()->device);
+  if (owner.facts().copy_engine) return owner;
+  d.state().refuse("copy: neither the device nor the memory's owner has a copy engine");
+}
+
+// A side as a buffer on `d`: itself, or a borrow of it.
+Buffer on_device(const Buffer& b, const Device& d) {
+  if (b.device() == d) return b;
+  auto got = Buffer::borrow(d, b);
+  if (!got) d.state().refuse("copy: the device cannot map the memory of {}", b.device().name());
+  return *got;
+}
+
+Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes, std::span<const Point> waits) {
+  const bool from_host = host_addressed(src);
+  const bool to_host = host_addressed(dst);
+  std::optional<Device> reader, writer;  // the devices that copy into and out of staging
+  if (!from_host) reader = copier(src);
+  if (!to_host) writer = copier(dst);
+  Point last = host_point();
+  std::vector<Piece> all = pieces(boxes, kStagingBytes);
+  std::size_t i = 0;
+  while (i < all.size()) {
+    // A chunk of pieces that fits one staging allocation.
+    std::size_t used = 0, j = i;
+    while (j < all.size() && used + all[j].width <= kStagingBytes) used += all[j++].width;
+    Staging::Slot* slot = staging().take();
+    std::byte* base = reinterpret_cast<std::byte*>(*slot->memory.host_address());
+    Point moved = host_point();
+    try {
+      std::vector<Box> in, out;
+      std::size_t at = 0;
+      for (std::size_t k = i; k < j; ++k) {
+        in.push_back(Box{all[k].src, at, all[k].width, 1, all[k].width, all[k].width});
+        out.push_back(Box{at, all[k].dst, all[k].width, 1, all[k].width, all[k].width});
+        at += all[k].width;
+      }
+      if (from_host) {
+        Claimed c;
+        c.take(src);
+        wait_all(waits);
+        src.wait(Access::Read);
+        auto* s = reinterpret_cast<const std::byte*>(*src.host_address());
+        for (const Box& b : in) std::memcpy(base + b.dst_offset, s + b.src_offset, b.width);
+      } else {
+        moved = device_copy(*reader, on_device(src, *reader), staging().on(slot, *reader), std::move(in), waits);
+      }
+      if (to_host) {
+        moved.wait();
+        Claimed c;
+        c.take(dst);
+        dst.wait(Access::ReadWrite);
+        auto* d = reinterpret_cast<std::byte*>(*dst.host_address());
+        for (const Box& b : out) std::memcpy(d + b.dst_offset, base + b.src_offset, b.width);
+        last = host_point();
+      } else {
+        Point after[] = {moved};
+        std::span<const Point> follow = from_host ? waits : std::span<const Point>(after);
+        moved = device_copy(*writer, staging().on(slot, *writer), on_device(dst, *writer), std::move(out), follow);
+        last = moved;
+      }
+    } catch (...) {
+      staging().give_back(slot, moved);
+      throw;
+    }
+    staging().give_back(slot, last);
+    i = j;
+  }
+  return last;
+}
+
+}  // namespace
+
+Point Buffer::submit_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes,
+                          std::span<const Point> waits) {
+  check(&src, dst, boxes);
+  std::size_t bytes = 0;
+  for (const Box& b : boxes) bytes += b.width * b.rows;
+  if (bytes == 0) {
+    wait_all(waits);
+    return host_point();
+  }
+  if (host_addressed(src) && host_addressed(dst)) {
+    Claimed c;
+    c.take(src);
+    c.take(dst);
+    wait_all(waits);
+    src.wait(Access::Read);
+    dst.wait(Access::ReadWrite);
+    auto* s = reinterpret_cast<const std::byte*>(*src.host_address());
+    auto* d = reinterpret_cast<std::byte*>(*dst.host_address());
+    for (const Box& b : boxes)
+      for (std::size_t r = 0; r < b.rows; ++r)
+        std::memcpy(d + b.dst_offset + r * b.dst_pitch, s + b.src_offset + r * b.src_pitch, b.width);
+    return host_point();
+  }
+  if (src.device() == dst.device() && src.device().facts().copy_engine)
+    return device_copy(src.device(), src, dst, {boxes.begin(), boxes.end()}, waits);
+  return staged_copy(src, dst, boxes, waits);
+}
+
+void Buffer::copy(const Buffer& src, const Buffer& dst) {
+  if (src.length() != dst.length())
+    dst.allocation()->device->refuse("copy of {} bytes into a buffer of {}", src.length(), dst.length());
+  Box row = Box::row(src.length());
+  Claimed c;
+  c.take(src);
+  c.take(dst);
+  submit_copy(src, dst, std::span(&row, 1)).wait();
+}
+
+void Buffer::blit_from(std::span<const std::byte> bytes, std::size_t at) {
+  if (at > length_ || bytes.size() > length_ - at)
+    alloc_->device->refuse("blit of {} bytes at {} into a buffer of {}", bytes.size(), at, length_);
+  if (bytes.empty()) return;
+  Buffer dst = view(at, bytes.size());
+  auto src = Buffer::of_host(std::span(const_cast<std::byte*>(bytes.data()), bytes.size()), nullptr);
+  src.allocation()->access = Access::Read;
+  copy(src, dst);
+}
+
+void Buffer::blit_to(std::size_t at, std::span<std::byte> out) const {
+  if (at > length_ || out.size() > length_ - at)
+    alloc_->device->refuse("blit of {} bytes at {} out of a buffer of {}", out.size(), at, length_);
+  if (out.empty()) return;
+  Buffer src = view(at, out.size());
+  copy(src, Buffer::of_host(out, nullptr));
+}
+
+Point Buffer::submit_fill(std::byte byte, std::span<const Point> waits) {
+  Box all = Box::row(length_);
+  check(nullptr, *this, std::span(&all, 1));
+  if (length_ == 0) {
+    wait_all(waits);
+    return host_point();
+  }
+  if (host_addressed(*this)) {
+    Claimed c;
+    c.take(*this);
+    wait_all(waits);
+    wait(Access::ReadWrite);
+    std::memset(reinterpret_cast<void*>(*host_address()), std::to_integer<int>(byte), length_);
+    return host_point();
+  }
+  Device d = copier(*this);
+  Buffer target = on_device(*this, d);
+  Submission::Part part{"", {}, Submission::Copy{{std::nullopt, 0}, {target, 0}, {all}, byte}};
+  std::pair<Buffer, Access> fixed[] = {{target, Access::ReadWrite}};
+  auto s = Submission::make(d, std::span(&part, 1), 0, 0, fixed);
+  Run run;
+  return submit(s, run, {}, {}, waits);
+}
+
+void Buffer::fill(std::byte byte) {
+  Claimed c;
+  c.take(*this);
+  submit_fill(byte).wait();
+}
+
+}  // namespace rig

@@ -1,0 +1,362 @@
+// Buffers: one test per promise of spec/Rig.Buffer.txt that rig keeps so far.
+#include <doctest/doctest.h>
+
+#include <rig/rig.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <numeric>
+#include <thread>
+
+#include "../support/fake_driver.hpp"
+#include "support.hpp"
+
+using namespace rig;
+using Part = Submission::Part;
+
+namespace {
+std::string unique(std::string_view base) {
+  static std::atomic<int> n{0};
+  return std::string(base) + "-b" + std::to_string(n++);
+}
+
+std::vector<std::uint8_t> bytes_of(const Buffer& b) {
+  std::vector<std::uint8_t> out(b.length());
+  b.blit_to(0, std::as_writable_bytes(std::span(out)));
+  return out;
+}
+
+void set_bytes(Buffer& b, std::uint8_t seed) {
+  std::vector<std::uint8_t> in(b.length());
+  std::iota(in.begin(), in.end(), seed);
+  b.blit_from(std::as_bytes(std::span(in)), 0);
+}
+
+// A fake device whose memory the host does not address: copies to and from it stage.
+std::pair<Device, std::shared_ptr<fake::Control>> open_vram(fake::Options o) {
+  o.host_addresses = false;
+  auto [opener, c] = fake::opener(unique("VRAM"), o);
+  return {*open(opener), c};
+}
+struct Vram {
+  Device device;
+  std::shared_ptr<fake::Control> control;
+  explicit Vram(fake::Options o = {}) : Vram(open_vram(o)) {}
+  explicit Vram(std::pair<Device, std::shared_ptr<fake::Control>> p) : device(p.first), control(p.second) {}
+  ~Vram() {
+    CHECK(control->violations().empty());
+    device.close();
+  }
+};
+}  // namespace
+
+TEST_CASE("create: host buffers start on a page from 64 KiB and four pages, on 128 bytes from 128") {
+  Device cpu = host();
+  CHECK(*Buffer::create(cpu, 64 << 10).host_address() % 4096 == 0);
+  CHECK(*Buffer::create(cpu, 1 << 20).host_address() % 4096 == 0);
+  CHECK(*Buffer::create(cpu, 128).host_address() % 128 == 0);
+  CHECK(*Buffer::create(cpu, 5000).host_address() % 128 == 0);
+  Buffer empty = Buffer::create(cpu, 0);
+  CHECK(empty.length() == 0);
+  empty.read<std::uint32_t>([](auto xs) { CHECK(xs.empty()); });
+}
+
+TEST_CASE("create refuses Pinned memory on a device whose memory the host addresses") {
+  CHECK_THROWS_WITH_AS(Buffer::create(host(), 64, Memory::Pinned), doctest::Contains("CPU: Pinned memory"),
+                       std::invalid_argument);
+  // Mapped falls back to the device's own memory there.
+  Buffer m = Buffer::create(host(), 64, Memory::Mapped);
+  CHECK(m.host_address());
+}
+
+TEST_CASE("of_string copies its bytes; of_host wraps them without a copy") {
+  Buffer s = Buffer::of_string("hello");
+  CHECK(s.device() == host());
+  CHECK(!s.is_borrowed());
+  auto got = bytes_of(s);
+  CHECK(std::string(got.begin(), got.end()) == "hello");
+  auto storage = std::make_shared<std::vector<std::byte>>(16, std::byte{9});
+  Buffer w = Buffer::of_host(*storage, storage);
+  CHECK(*w.host_address() == reinterpret_cast<std::uintptr_t>(storage->data()));
+  CHECK(w.is_borrowed());
+  CHECK(!w.free());  // outside the claims
+  w.write<std::uint8_t>([](auto b) { b[0] = 1; });
+  CHECK((*storage)[0] == std::byte{1});
+}
+
+TEST_CASE("a view shares its memory and stamps, and refuses bytes outside its buffer") {
+  Buffer b = Buffer::create(host(), 256);
+  Buffer v = b.view(16, 32);
+  CHECK(v.length() == 32);
+  CHECK(*v.host_address() == *b.host_address() + 16);
+  CHECK(v.overlaps(b));
+  CHECK(!v.overlaps(b.view(48, 16)));
+  CHECK(!v.spans());
+  CHECK(b.spans());
+  CHECK(b.view(0, 256).spans());
+  CHECK_THROWS_WITH_AS(b.view(200, 100), doctest::Contains("a view of bytes 200..300 of a buffer of 256 bytes"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(v.view(33, 0), std::invalid_argument);
+}
+
+TEST_CASE("free: every buffer over the memory is dead with the reason; false where it cannot") {
+  Buffer b = Buffer::create(host(), 256);
+  Buffer v = b.view(0, 8);
+  CHECK(!v.free());  // does not span its memory
+  claim::read(b);
+  CHECK(!b.free());  // another claim holds it
+  claim::release(b);
+  CHECK(b.free("moved into the model"));
+  CHECK(b.dead() == std::optional<std::string>("moved into the model"));
+  CHECK(v.dead() == std::optional<std::string>("moved into the model"));
+  CHECK_THROWS_WITH_AS(v.read<std::uint8_t>([](auto) {}), doctest::Contains("dead buffer (moved into the model)"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(b.free(), std::invalid_argument);
+}
+
+TEST_CASE("borrow: a device maps host memory once per allocation, and the mapping goes after its work") {
+  auto [opener, control] = fake::opener(unique("FAKE"), {.runs_when_asleep = false});
+  Device d = *open(opener);
+  Buffer h = Buffer::create(host(), 1 << 20);
+  CHECK(Buffer::borrow(host(), h) == h);  // on its own device: itself
+  std::size_t before = control->live_regions();
+  auto b1 = Buffer::borrow(d, h);
+  REQUIRE(b1);
+  CHECK(b1->device() == d);
+  CHECK(b1->is_borrowed());
+  CHECK(b1->address() == *h.host_address());
+  auto b2 = Buffer::borrow(d, h.view(4096, 4096));
+  REQUIRE(b2);
+  CHECK(b2->address() == *h.host_address() + 4096);
+  CHECK(control->live_regions() == before + 1);  // one mapping, shared
+  CHECK(reaches(d, host()));
+  // Work through the borrow is ordered as work on the memory.
+  Part fill{"", {}, Submission::Copy{{std::nullopt, 0}, {*b1, 0}, {Box::row(16)}, std::byte{5}}};
+  auto s = Submission::make(d, std::span(&fill, 1), 0, 0, std::vector{std::pair{*b1, Access::ReadWrite}});
+  Run run;
+  Point p = submit(s, run, {}, {});
+  CHECK(!h.reached(Access::Read));
+  b1.reset();
+  b2.reset();
+  s = Submission::make(d, std::span(&fill, 1), 0, 0, std::vector{std::pair{*Buffer::borrow(d, h), Access::Read}});
+  control->step();
+  h.read<std::uint8_t>([](auto bytes) { CHECK(bytes[15] == 5); });
+  CHECK(p.reached());
+  d.close();
+}
+
+TEST_CASE("borrow is nullopt where the device cannot map the memory") {
+  auto [opener, control] = fake::opener(unique("FAKE"));
+  Device d = *open(opener);
+  Buffer small = Buffer::create(host(), 256);  // not on a page
+  CHECK(!Buffer::borrow(d, small));
+  Device m = memory_device(unique("MEM"));
+  Buffer mine = Buffer::create(d, 64);
+  auto on_memory_device = Buffer::borrow(m, mine);  // a host-run device reaches host-addressed memory
+  REQUIRE(on_memory_device);
+  CHECK(on_memory_device->address() == *mine.host_address());
+  m.close();
+  d.close();
+}
+
+TEST_CASE("unborrow ends a borrow unless a claim keeps it; the memory lives on") {
+  auto [opener, control] = fake::opener(unique("FAKE"));
+  Device d = *open(opener);
+  Buffer h = Buffer::create(host(), 1 << 16);
+  auto b = *Buffer::borrow(d, h);
+  CHECK_THROWS_WITH_AS(h.unborrow(), doctest::Contains("not a borrow"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(b.view(0, 16).unborrow(), doctest::Contains("a view of part"), std::invalid_argument);
+  claim::read(b);
+  CHECK(!b.unborrow());
+  claim::release(b);
+  CHECK(b.unborrow("done with it"));
+  CHECK(b.dead() == std::optional<std::string>("done with it"));
+  CHECK(!h.dead());
+  h.fill(std::byte{1});
+  d.close();
+}
+
+TEST_CASE("host copies follow boxes with pitches, and a byte two boxes write holds the later box's") {
+  Buffer src = Buffer::of_string("abcdefghijklmnop");
+  Buffer dst = Buffer::create(host(), 16);
+  dst.fill(std::byte{'.'});
+  Box boxes[] = {{0, 0, 2, 3, 4, 5}, {8, 1, 2, 1, 2, 2}};  // rows "ab","ef","ij" at 0,5,10; then "ij" at 1
+  Point p = Buffer::submit_copy(src, dst, boxes);
+  CHECK(p.reached());
+  auto got = bytes_of(dst);
+  CHECK(std::string(got.begin(), got.end()) == "aij..ef...ij....");
+}
+
+TEST_CASE("copies refuse bad input, change no byte, and leave the devices usable") {
+  Buffer a = Buffer::of_string("0123456789");
+  Buffer b = Buffer::of_string("abcdefghij");
+  auto refuses = [&](const Buffer& s, const Buffer& d, std::vector<Box> boxes, std::string_view why,
+                      bool look = true) {
+    CAPTURE(why);
+    auto before = look ? bytes_of(d) : std::vector<std::uint8_t>{};
+    CHECK_THROWS_WITH_AS(Buffer::submit_copy(s, d, boxes), doctest::Contains(std::string(why).c_str()), std::invalid_argument);
+    if (look) CHECK(bytes_of(d) == before);
+  };
+  refuses(a, b, {Box::row(11)}, "does not fit");
+  refuses(a, b, {{0, 0, 4, 2, 3, 4}}, "pitch is below its width");
+  refuses(a, a.view(2, 4), {Box::row(4)}, "share a byte");
+  claim::with({}, std::span(&b, 1), [&](auto&) { refuses(a, b, {Box::row(4)}, "exclusive", false); });
+  Buffer dead = Buffer::of_string("dead");
+  dead.free();
+  CHECK_THROWS_WITH_AS(Buffer::copy(dead, a.view(0, 4)), doctest::Contains("dead"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(Buffer::copy(a, b.view(0, 4)), doctest::Contains("copy of 10 bytes into a buffer of 4"),
+                       std::invalid_argument);
+  Buffer::copy(a, b);
+  CHECK(bytes_of(b) == bytes_of(a));
+}
+
+TEST_CASE("a device copies directly between memory on it, on its copy engine") {
+  Vram v;
+  Buffer x = Buffer::create(v.device, 4096), y = Buffer::create(v.device, 4096);
+  CHECK(!x.host_address());
+  set_bytes(x, 3);  // through staging
+  std::size_t ran = v.control->log().size();
+  Buffer::copy(x, y);
+  auto log = v.control->log();
+  REQUIRE(log.size() == ran + 1);
+  CHECK(log.back().kind == Kind::Copy);
+  CHECK(log.back().queue == 1);  // COPY:0, its copy engine
+  CHECK(bytes_of(y) == bytes_of(x));
+}
+
+TEST_CASE("copies between a device the host does not address and host memory pass through staging") {
+  Vram v;
+  const std::size_t n = (40u << 20) + 123;  // more than one 32 MiB staging allocation
+  Buffer dev = Buffer::create(v.device, n);
+  Buffer in = Buffer::create(host(), n), out = Buffer::create(host(), n);
+  in.write<std::uint8_t>([](auto b) {
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::uint8_t(i * 7 + i / 4096);
+  });
+  Buffer::copy(in, dev);
+  Buffer::copy(dev, out);
+  bool same = in.read<std::uint8_t>([&](auto a) { return out.read<std::uint8_t>([&](auto b) { return std::equal(a.begin(), a.end(), b.begin()); }); });
+  CHECK(same);
+  // A pitched box through staging.
+  Buffer small = Buffer::create(v.device, 64);
+  small.fill(std::byte{0});
+  Buffer src = Buffer::of_string("ABCDEFGH");
+  Box box{0, 1, 2, 4, 2, 16};
+  Buffer::submit_copy(src, small, std::span(&box, 1)).wait();
+  auto got = bytes_of(small);
+  CHECK(got[1] == 'A');
+  CHECK(got[2] == 'B');
+  CHECK(got[17] == 'C');
+  CHECK(got[49] == 'G');
+  CHECK(got[0] == 0);
+}
+
+TEST_CASE("fills: the host sets host memory; the copy engine sets a device's, reading none") {
+  Buffer h = Buffer::create(host(), 100);
+  h.fill(std::byte{0xAB});
+  for (auto b : bytes_of(h)) REQUIRE(b == 0xAB);
+  Vram v;
+  Buffer d = Buffer::create(v.device, 100);
+  d.fill(std::byte{0x5C});
+  for (auto b : bytes_of(d)) REQUIRE(b == 0x5C);
+  CHECK(v.control->log().back().kind == Kind::Copy);
+  Buffer part = d.view(10, 10);
+  part.fill(std::byte{1});
+  auto got = bytes_of(d);
+  CHECK(got[9] == 0x5C);
+  CHECK(got[10] == 1);
+  CHECK(got[19] == 1);
+  CHECK(got[20] == 0x5C);
+}
+
+TEST_CASE("blits copy to and from any memory and refuse ranges outside the buffer") {
+  Vram v;
+  Buffer d = Buffer::create(v.device, 32);
+  d.fill(std::byte{0});
+  std::array<std::byte, 4> four{std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}};
+  d.blit_from(four, 28);
+  std::array<std::byte, 4> back{};
+  d.blit_to(28, back);
+  CHECK(back == four);
+  CHECK_THROWS_WITH_AS(d.blit_from(four, 29), doctest::Contains("blit of 4 bytes at 29 into a buffer of 32"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(d.blit_to(30, back), std::invalid_argument);
+}
+
+TEST_CASE("claims: a donation holds memory exclusive, consume kills every earlier buffer over it") {
+  Buffer a = Buffer::create(host(), 64);
+  Buffer view = a.view(0, 8);
+  std::optional<Buffer> taken;
+  claim::with({}, std::span(&a, 1), [&](claim::Claims& c) {
+    CHECK(c.exclusive(a));
+    CHECK_THROWS_WITH_AS(claim::read(a), doctest::Contains("exclusive"), std::invalid_argument);
+    CHECK_THROWS_AS(a.write<std::uint8_t>([](auto) {}), std::invalid_argument);
+    taken = c.consume("donated", a);
+  });
+  CHECK(a.dead() == std::optional<std::string>("donated"));
+  CHECK(view.dead() == std::optional<std::string>("donated"));
+  REQUIRE(taken);
+  CHECK(!taken->dead());
+  taken->write<std::uint8_t>([](auto b) { b[0] = 9; });
+  // A donation of memory another claim holds, or outside the claims, takes nothing.
+  Buffer b = Buffer::create(host(), 64);
+  claim::read(b);
+  CHECK_THROWS_WITH_AS(claim::with({}, std::span(&b, 1), [](auto&) {}), doctest::Contains("another claim"),
+                       std::invalid_argument);
+  claim::release(b);
+  auto storage = std::make_shared<std::vector<std::byte>>(8);
+  Buffer outside = Buffer::of_host(*storage, storage);
+  CHECK_THROWS_WITH_AS(claim::with({}, std::span(&outside, 1), [](auto&) {}), doctest::Contains("outside the claims"),
+                       std::invalid_argument);
+  CHECK(b.free());
+}
+
+TEST_CASE("export gives host memory for good; other memory is refused") {
+  Buffer a = Buffer::create(host(), 16);
+  auto span = a.export_as<std::uint32_t>();
+  CHECK(span.size() == 4);
+  CHECK(!a.free());  // outside the claims now
+  Device m = memory_device(unique("MEM"));
+  Buffer other = Buffer::create(m, 16);
+  CHECK_THROWS_WITH_AS(other.export_as<std::uint8_t>(), doctest::Contains("not the host device's"), std::invalid_argument);
+  m.close();
+}
+
+TEST_CASE("handle, aligned and dma describe the memory, and refuse host memory") {
+  Buffer h = Buffer::create(host(), 4096);
+  CHECK_THROWS_WITH_AS(h.handle(), doctest::Contains("host memory"), std::invalid_argument);
+  CHECK_THROWS_AS(h.dma("0000:01:00.0"), std::invalid_argument);
+  CHECK(h.aligned(0, 128));
+  CHECK(!h.view(1, 8).aligned(0, 2));
+  CHECK(h.view(1, 8).aligned(-1, 128));
+  CHECK_THROWS_WITH_AS(h.aligned(0, 3), doctest::Contains("not a positive power of two"), std::invalid_argument);
+  auto [opener, control] = fake::opener(unique("FAKE"));
+  Device d = *open(opener);
+  Buffer f = Buffer::create(d, 4096);
+  CHECK(f.handle() != 0);
+  CHECK(f.aligned(0, 256));
+  auto dma = f.dma("0000:01:00.0");
+  CHECK(!dma);  // the fake describes no DMA
+  CHECK(!f.free());  // outside the claims for good
+  d.close();
+}
+
+TEST_CASE("host access waits: a reader for the last write, a writer for every use") {
+  auto [opener, control] = fake::opener(unique("FAKE"), {.runs_when_asleep = false});
+  Device d = *open(opener);
+  Buffer b = Buffer::create(d, 64);
+  Part fill{"", {}, Submission::Copy{{std::nullopt, 0}, {std::nullopt, 0}, {Box::row(64)}, std::byte{3}}};
+  auto s = Submission::make(d, std::span(&fill, 1), 0, 1);
+  Run run;
+  Buffer w[] = {b};
+  Point p = submit(s, run, {}, w);
+  CHECK(!b.reached(Access::Read));
+  std::thread stepper([control = control] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    control->step();
+  });
+  b.read<std::uint8_t>([](auto bytes) { CHECK(bytes[63] == 3); });
+  stepper.join();
+  CHECK(b.reached(Access::ReadWrite));
+  CHECK(p.reached());
+  d.close();
+}
