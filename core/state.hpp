@@ -4,6 +4,8 @@
 
 #include <rig/rig.hpp>
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <functional>
 #include <mutex>

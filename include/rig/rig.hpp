@@ -11,6 +11,7 @@
 #pragma once
 
 #include <rig/edge.hpp>
+#include <rig/rig.h>
 
 #include <array>
 #include <cstring>
@@ -326,6 +327,9 @@ class Buffer {
   std::shared_ptr<detail::Borrow> borrow_;
   std::size_t first_ = 0, length_ = 0;
 };
+
+// The buffer as C code sees it (rig.h); valid while `b` is.
+inline const struct rig_buffer* c_buffer(const Buffer& b) { return reinterpret_cast<const struct rig_buffer*>(&b); }
 
 // True iff d's work can address other's memory once borrowed (Buffer::borrow).
 bool reaches(const Device& d, const Device& other);

@@ -148,8 +148,9 @@ TEST_CASE("borrow: a device maps host memory once per allocation, and the mappin
 TEST_CASE("borrow is nullopt where the device cannot map the memory") {
   auto [opener, control] = fake::opener(unique("FAKE"));
   Device d = *open(opener);
-  Buffer small = Buffer::create(host(), 256);  // not on a page
-  CHECK(!Buffer::borrow(d, small));
+  std::vector<Buffer> smalls{Buffer::create(host(), 256)};
+  while (*smalls.back().host_address() % 4096 == 0) smalls.push_back(Buffer::create(host(), 256));
+  CHECK(!Buffer::borrow(d, smalls.back()));  // host memory off a page
   Device m = memory_device(unique("MEM"));
   Buffer mine = Buffer::create(d, 64);
   auto on_memory_device = Buffer::borrow(m, mine);  // a host-run device reaches host-addressed memory
@@ -359,4 +360,26 @@ TEST_CASE("host access waits: a reader for the last write, a writer for every us
   CHECK(b.reached(Access::ReadWrite));
   CHECK(p.reached());
   d.close();
+}
+
+TEST_CASE("rig.h gives C code a buffer's bytes, reason, claims and waits") {
+  Buffer b = Buffer::create(host(), 64);
+  Buffer v = b.view(8, 16);
+  const rig_buffer* c = c_buffer(v);
+  CHECK(rig_buffer_host(c) == reinterpret_cast<void*>(*v.host_address()));
+  CHECK(rig_buffer_bytes(c) == 16);
+  std::size_t first = 0, total = 0;
+  CHECK(rig_buffer_span(c, &first, &total) == 0);
+  CHECK(first == 8);
+  CHECK(total == 64);
+  CHECK(rig_buffer_span(c_buffer(b), nullptr, nullptr) == 1);
+  CHECK(rig_buffer_why(c) == nullptr);
+  CHECK(rig_buffer_claim(c) == 0);
+  CHECK(!b.free());  // the C claim holds it
+  rig_buffer_release(c);
+  CHECK(rig_buffer_wait(c, 1) == 0);
+  CHECK(b.free("gone"));
+  CHECK(std::string(rig_buffer_why(c)) == "gone");
+  CHECK(rig_buffer_claim(c) == -1);
+  CHECK(rig_buffer_wait(c, 0) == -1);
 }
