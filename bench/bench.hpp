@@ -41,6 +41,8 @@ Figure make_figure(std::string name, Spread rig, std::string unit, Spread floor,
 std::vector<Figure> submit(const Options&);
 std::vector<Figure> roundtrip(const Options&);
 std::vector<Figure> grid(const Options&);
+std::vector<Figure> copy(const Options&);
+std::vector<Figure> alloc(const Options&);
 
 // Heap allocations made by this process so far (counted by the replaced operator new).
 std::uint64_t heap_allocations();

@@ -15,6 +15,8 @@ int bench(const BenchOptions& options) {
       {"submit", bench::submit},
       {"roundtrip", bench::roundtrip},
       {"grid", bench::grid},
+      {"copy", bench::copy},
+      {"alloc", bench::alloc},
   };
   std::vector<std::string> names = options.names;
   if (names.empty() || names == std::vector<std::string>{"all"}) {
@@ -26,7 +28,7 @@ int bench(const BenchOptions& options) {
   for (const auto& name : names) {
     auto it = benches.find(name);
     if (it == benches.end()) {
-      fmt::print(stderr, "rig bench: no bench named {} (there are submit, roundtrip, grid)\n", name);
+      fmt::print(stderr, "rig bench: no bench named {} (there are submit, roundtrip, grid, copy, alloc)\n", name);
       return 2;
     }
     auto got = it->second(o);

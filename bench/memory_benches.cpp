@@ -1,0 +1,89 @@
+// `rig bench copy` and `rig bench alloc`: copies of 256 MiB and the allocation cache, each
+// beside memcpy or malloc/free measured in the same run.
+#include <rig/rig.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "../tests/support/fake_driver.hpp"
+#include "bench.hpp"
+
+namespace rig::bench {
+namespace {
+
+constexpr std::size_t kCopyBytes = std::size_t(256) << 20;
+
+// Bytes per second of `copy` over kCopyBytes, as a Spread of GB/s (median of repeats).
+Spread gbps(int repeats, const std::function<void()>& copy) {
+  Spread ns = measure(repeats, 1, [&](std::uint64_t k) {
+    for (std::uint64_t i = 0; i < k; ++i) copy();
+  });
+  auto rate = [](double t) { return double(kCopyBytes) / t; };  // bytes per ns = GB/s
+  return {rate(ns.median), rate(ns.max), rate(ns.min)};
+}
+
+void touch(Buffer& b) { b.fill(std::byte{1}); }
+
+}  // namespace
+
+std::vector<Figure> copy(const Options& o) {
+  std::vector<Figure> out;
+  int repeats = std::max(3, o.repeats / 2);
+  Buffer a = Buffer::create(host(), kCopyBytes), b = Buffer::create(host(), kCopyBytes);
+  touch(a);
+  touch(b);
+  auto* pa = reinterpret_cast<void*>(*a.host_address());
+  auto* pb = reinterpret_cast<void*>(*b.host_address());
+  Spread floor = gbps(repeats, [&] { std::memcpy(pb, pa, kCopyBytes); });
+  Spread rig = gbps(repeats, [&] { Buffer::copy(a, b); });
+  out.push_back(make_figure("copy-host-host", rig, "GB/s", floor, "memcpy of the same bytes",
+                            "Buffer::copy of 256 MiB between host buffers (the host copies)"));
+
+  Device m = memory_device("BENCH-MEM");
+  Buffer mb = Buffer::create(m, kCopyBytes);
+  touch(mb);
+  Spread from_memory = gbps(repeats, [&] { Buffer::copy(mb, b); });
+  out.push_back(make_figure("copy-memory-host", from_memory, "GB/s", floor, "memcpy of the same bytes",
+                            "memory device -> host, 256 MiB (both host-addressed: the host copies)"));
+  m.close();
+
+  // A device whose memory the host does not address: the copy passes through staging.
+  fake::Options options;
+  options.host_addresses = false;
+  options.budget = std::size_t(1) << 30;
+  auto [opener, control] = fake::opener("BENCH-VRAM", options);
+  Device v = *rig::open(opener);
+  Buffer vb = Buffer::create(v, kCopyBytes);
+  Buffer::copy(a, vb);
+  Spread staged = gbps(repeats, [&] { Buffer::copy(vb, b); });
+  out.push_back(make_figure("copy-staged-host", staged, "GB/s", floor, "memcpy of the same bytes",
+                            "fake device (memory the host does not address) -> host through staging, 256 MiB"));
+  v.close();
+  for (auto& f : out) f.ratio = f.floor > 0 ? f.value / f.floor : 0;  // a fraction of memcpy's rate
+  return out;
+}
+
+std::vector<Figure> alloc(const Options& o) {
+  const std::size_t n = 64 << 10;
+  const std::uint64_t count = 200000;
+  Device cpu = host();
+  Spread rig = measure(o.repeats, count, [&](std::uint64_t k) {
+    for (std::uint64_t i = 0; i < k; ++i) {
+      Buffer b = Buffer::create(cpu, n);
+      asm volatile("" ::"r"(&b) : "memory");
+    }
+  });
+  Spread floor = measure(o.repeats, count, [&](std::uint64_t k) {
+    for (std::uint64_t i = 0; i < k; ++i) {
+      void* p = std::malloc(n);
+      asm volatile("" ::"r"(p) : "memory");
+      std::free(p);
+    }
+  });
+  return {make_figure("alloc", rig, "ns", floor, "malloc + free of 64 KiB",
+                      "a 64 KiB buffer on the host device created and dropped (served by the cache)")};
+}
+
+}  // namespace rig::bench
