@@ -244,6 +244,68 @@ Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> box
   return last;
 }
 
+bool is_io(const Buffer& b) { return b.allocation()->io.has_value(); }
+
+// A copy where a side is an io device's memory: the io device reads or writes host memory,
+// the buffer's own where the host addresses it, else a host buffer the bytes pass through.
+Point io_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes, std::span<const Point> waits) {
+  for (const Buffer* b : {&src, &dst})
+    if (is_io(*b)) b->allocation()->device->check_live();
+  std::vector<Piece> rows = pieces(boxes, SIZE_MAX);
+  std::size_t total = 0;
+  for (const auto& p : rows) total += p.width;
+  // The bytes in host memory, packed in row order, where a side is not host-addressed.
+  std::optional<Buffer> packed;
+  std::vector<Box> to_packed, from_packed;
+  if ((is_io(src) && !host_addressed(dst)) || (is_io(dst) && !host_addressed(src)) || (is_io(src) && is_io(dst))) {
+    packed = Buffer::create(host(), total);
+    std::size_t at = 0;
+    for (const auto& p : rows) {
+      to_packed.push_back(Box{p.src, at, p.width, 1, p.width, p.width});
+      from_packed.push_back(Box{at, p.dst, p.width, 1, p.width, p.width});
+      at += p.width;
+    }
+  }
+  wait_all(waits);
+  // First the bytes into host memory: the destination's own, or the packed buffer.
+  const std::byte* source = nullptr;  // host bytes holding the source rows
+  bool source_packed = false;
+  if (is_io(src)) {
+    auto& io = *src.allocation()->device->io;
+    auto region = *src.allocation()->io;
+    if (host_addressed(dst) && !is_io(dst)) {
+      Claimed c;
+      c.take(dst);
+      dst.wait(Access::ReadWrite);
+      auto* out = reinterpret_cast<std::byte*>(*dst.host_address());
+      for (const auto& p : rows) io.read(region, src.offset() + p.src, std::span(out + p.dst, p.width));
+      return host_point();
+    }
+    auto* out = reinterpret_cast<std::byte*>(*packed->host_address());
+    for (const auto& b : to_packed) io.read(region, src.offset() + b.src_offset, std::span(out + b.dst_offset, b.width));
+    source = out;
+    source_packed = true;
+  } else if (host_addressed(src)) {
+    src.wait(Access::Read);
+    source = reinterpret_cast<const std::byte*>(*src.host_address());
+  } else {
+    Buffer::submit_copy(src, *packed, to_packed).wait();
+    source = reinterpret_cast<const std::byte*>(*packed->host_address());
+    source_packed = true;
+  }
+  // Then out to the destination.
+  if (is_io(dst)) {
+    auto& io = *dst.allocation()->device->io;
+    auto region = *dst.allocation()->io;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      std::size_t from = source_packed ? from_packed[i].src_offset : rows[i].src;
+      io.write(region, dst.offset() + rows[i].dst, std::span(source + from, rows[i].width));
+    }
+    return host_point();
+  }
+  return Buffer::submit_copy(*packed, dst, from_packed);
+}
+
 }  // namespace
 
 Point Buffer::submit_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes,
@@ -254,6 +316,10 @@ Point Buffer::submit_copy(const Buffer& src, const Buffer& dst, std::span<const 
   if (bytes == 0) {
     wait_all(waits);
     return host_point();
+  }
+  if (is_io(src) || is_io(dst)) {
+    if (src.allocation() == dst.allocation()) refuse_copy(dst, "both sides are one io region");
+    return io_copy(src, dst, boxes, waits);
   }
   if (host_addressed(src) && host_addressed(dst)) {
     Claimed c;
@@ -307,6 +373,14 @@ Point Buffer::submit_fill(std::byte byte, std::span<const Point> waits) {
   check(nullptr, *this, std::span(&all, 1));
   if (length_ == 0) {
     wait_all(waits);
+    return host_point();
+  }
+  if (is_io(*this)) {  // the io device writes host memory that holds the byte
+    wait_all(waits);
+    std::vector<std::byte> chunk(std::min<std::size_t>(length_, 1 << 20), byte);
+    auto& io = *alloc_->device->io;
+    for (std::size_t at = 0; at < length_; at += chunk.size())
+      io.write(*alloc_->io, first_ + at, std::span(chunk.data(), std::min(chunk.size(), length_ - at)));
     return host_point();
   }
   if (host_addressed(*this)) {

@@ -123,9 +123,11 @@ Result<std::shared_ptr<DeviceState>> open_at(std::uint16_t index, std::string na
   return d;
 }
 
-// Opens `name` unless a live device has it, which it returns. `index`: a fixed index, or
-// 0 for the next free one.
-Result<Device> open_named(std::string name, const Make& make, bool fixed_zero = false) {
+using Build = std::function<Result<std::shared_ptr<DeviceState>>(std::uint16_t index)>;
+
+// Opens `name` unless a live device has it, which it returns: `build` makes the device at
+// the index given, the host's fixed 0 or the next free one.
+Result<Device> open_named(const std::string& name, const Build& build, bool fixed_zero = false) {
   auto& r = registry();
   std::lock_guard g(r.mutex);
   for (auto& d : r.devices)
@@ -136,13 +138,17 @@ Result<Device> open_named(std::string name, const Make& make, bool fixed_zero = 
       throw std::invalid_argument(fmt::format("{}: no device index left ({} opened)", name, RIG_WORDS));
     index = std::uint16_t(r.next);
   }
-  auto opened = open_at(index, std::move(name), make);
+  auto opened = build(index);
   if (!opened) return std::unexpected(opened.error());
   if (!fixed_zero) ++r.next;
   if (r.devices.size() <= index) r.devices.resize(index + 1u);
   r.devices[index] = *opened;
   r.table[index].store(opened->get(), std::memory_order_release);
   return Device(*opened);
+}
+
+Result<Device> open_named(std::string name, const Make& make, bool fixed_zero = false) {
+  return open_named(name, [&](std::uint16_t index) { return open_at(index, name, make); }, fixed_zero);
 }
 
 }  // namespace
@@ -166,6 +172,21 @@ bool point_reached(std::uint64_t bits) {
 }
 
 Result<Device> open_driver(std::string name, const Make& make) { return open_named(std::move(name), make); }
+
+Result<Device> open_io_driver(std::string name, const std::function<Result<std::unique_ptr<edge::Io>>()>& make) {
+  return open_named(name, [&](std::uint16_t index) -> Result<std::shared_ptr<DeviceState>> {
+    auto made = make();
+    if (!made) return std::unexpected(fmt::format("{}: {}", name, made.error()));
+    auto d = std::make_shared<DeviceState>();
+    d->index = index;
+    d->name = name;
+    d->io = std::move(*made);
+    d->budget = SIZE_MAX;
+    d->reached_at_loss = d->word();
+    d->submitted = d->committed = d->word();
+    return d;
+  });
+}
 
 // --- the timeline -----------------------------------------------------------------------
 
@@ -289,7 +310,10 @@ void DeviceState::lose(std::string reason, bool holding_turn) {
     std::lock_guard l(loss_mutex);
     reason_copy = why;
   }
-  driver->stop(reason_copy);
+  if (driver)
+    driver->stop(reason_copy);
+  else
+    io->stop(reason_copy);
   {
     std::lock_guard l(loss_mutex);
     stopped = true;

@@ -51,6 +51,15 @@ void return_memory(const std::shared_ptr<DeviceState>& d, Cached c, std::vector<
 }  // namespace
 
 Allocation::~Allocation() {
+  if (io) {  // an io device's region returns to it once the work that used its pages is done
+    auto d = device;
+    auto r = *io;
+    d->defer(uses, [d, r] {
+      std::lock_guard g(d->calls);
+      if (!d->is_lost.load()) d->io->free(r);
+    });
+    return;
+  }
   if (!region) return;  // caller memory, or memory a consume or free moved away
   return_memory(device, Cached{*region, {address, host, handle}, region_bytes, memory, 0}, uses, !no_cache);
 }
@@ -298,6 +307,26 @@ Buffer Buffer::of_host(std::span<std::byte> bytes, std::shared_ptr<const void> o
   return Buffer(std::move(a), nullptr, 0, bytes.size());
 }
 
+Buffer Buffer::of_io(const Device& device, edge::IoRegion r, Access access, std::size_t n) {
+  auto d = detail::shared_device_at(device.index());
+  if (!d->io) d->refuse("of_io on a device that is not an io device");
+  d->check_live();
+  auto a = std::make_shared<Allocation>();
+  a->device = d;
+  a->bytes = n;
+  a->io = r;
+  a->access = access;
+  a->outside = true;
+  a->handle_only = true;
+  return Buffer(std::move(a), nullptr, 0, n);
+}
+
+std::optional<edge::IoRegion> Buffer::io(const void* key) const {
+  if (auto why = dead()) alloc_->device->refuse("io of a dead buffer ({})", *why);
+  if (!alloc_->io || alloc_->device->io->region_key() != key) return std::nullopt;
+  return alloc_->io;
+}
+
 std::optional<Buffer> Buffer::borrow(const Device& device, const Buffer& b) {
   auto d = detail::shared_device_at(device.index());
   if (auto why = b.dead()) d->refuse("a borrow of a dead buffer ({})", *why);
@@ -315,7 +344,9 @@ std::optional<Buffer> Buffer::borrow(const Device& device, const Buffer& b) {
   }
   auto m = std::make_shared<detail::Mapping>();
   m->device = d;
-  if (a.bytes == 0) {
+  if (a.io && a.bytes) {
+    return std::nullopt;  // borrows of an io device's pages are not built yet
+  } else if (a.bytes == 0) {
     // Empty memory borrows on every device of its machine.
   } else if (d->runs_on_host && a.host) {
     m->address = *a.host;  // the device's work is this process's code

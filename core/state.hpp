@@ -43,7 +43,8 @@ struct DeviceState {
   std::uint16_t index = 0;
   std::string name;
   edge::Facts facts;
-  std::unique_ptr<edge::Driver> driver;
+  std::unique_ptr<edge::Driver> driver;  // null for an io device
+  std::unique_ptr<edge::Io> io;          // an io device's library
   const rig_driver* c = nullptr;
   void* edge = nullptr;
   bool own_word = false;      // the driver keeps the word; rig reads it through signaled
@@ -160,6 +161,7 @@ struct Allocation {
   bool host_paged = false;            // memory the host pages: host's, a memory device's
   bool no_cache = false;              // described for DMA: never back to the cache
   bool handle_only = false;           // named by its handle; no address
+  std::optional<edge::IoRegion> io;   // an io device's region
 
   // Guards everything below.
   SpinLock lock;

@@ -133,6 +133,10 @@ Device memory_device(std::string_view name);
 // facts break the contract (edge::Facts).
 template <class T>
 Result<Device> open(const edge::Opener<T>& opener);
+// Opens the io device `opener` names: memory the host reads and writes through calls, such
+// as files (edge::Io). Error if its make fails. An open live device of that name is returned.
+template <class T>
+Result<Device> open_io(const edge::IoOpener<T>& opener);
 // The devices open now, in the order they opened.
 std::vector<Device> devices();
 
@@ -190,6 +194,10 @@ class Buffer {
   // needs them. Each call makes a new allocation with stamps of its own; its memory is
   // outside the claims.
   static Buffer of_host(std::span<std::byte> bytes, std::shared_ptr<const void> owner);
+  // A buffer over the n bytes of region r of the io device `io`, admitting `access`. Its
+  // memory is outside the claims, and r returns to the io device once unreachable. Raises
+  // invalid_argument if `io` is not an io device, and Lost if it is lost or closed.
+  static Buffer of_io(const Device& io, edge::IoRegion r, Access access, std::size_t n);
   // A buffer on d over b's bytes without a copy, or nullopt if d cannot map b's memory.
   // It is b for b on d. Raises invalid_argument if b is dead or, on another device, its
   // memory is held exclusive; OutOfMemory if d's driver has no room for the mapping; Lost
@@ -284,6 +292,9 @@ class Buffer {
   void fill(std::byte byte);
 
   // --- Low level --------------------------------------------------------------------
+  // The io region the memory lies in, if it is an io device's memory of a library whose
+  // region key is `key`. Raises invalid_argument if the buffer is dead.
+  std::optional<edge::IoRegion> io(const void* key) const;
   // How PCI function `pci_function` reaches the whole allocation by DMA, as its device's
   // driver describes it; the memory leaves the claims for good and never returns to the
   // cache. Raises invalid_argument if dead, empty, or host's or a memory device's memory.
@@ -569,6 +580,7 @@ const T* Device::capability(const edge::Key<T>& key) const {
 }
 
 namespace detail {
+Result<Device> open_io_driver(std::string name, const std::function<Result<std::unique_ptr<edge::Io>>()>& make);
 Result<Device> open_driver(std::string name,
                            const std::function<Result<std::unique_ptr<edge::Driver>>(volatile std::uint64_t*)>& make);
 }
@@ -580,6 +592,15 @@ Result<Device> open(const edge::Opener<T>& opener) {
     auto made = opener.make(word);
     if (!made) return std::unexpected(made.error());
     return std::unique_ptr<edge::Driver>(std::move(*made));
+  });
+}
+
+template <class T>
+Result<Device> open_io(const edge::IoOpener<T>& opener) {
+  return detail::open_io_driver(opener.name, [&]() -> Result<std::unique_ptr<edge::Io>> {
+    auto made = opener.make();
+    if (!made) return std::unexpected(made.error());
+    return std::unique_ptr<edge::Io>(std::move(*made));
   });
 }
 

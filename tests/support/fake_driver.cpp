@@ -111,16 +111,22 @@ class Driver final : public edge::Driver {
   // Every call but signaled and sleep holds a Turn, which takes the lock and checks what rig
   // promises: it calls the driver "at most one at a time per device, and never while a C
   // function of the same device runs", and after stop "none follows but free and unload".
+  // rig calls the C functions one at a time, and the C++ functions one at a time; a C++
+  // function may run beside a C function (edge.hpp).
+  static bool is_c_function(std::string_view what) {
+    return what == "room" || what == "submit" || what == "commit" || what == "settle" || what == "measures";
+  }
   struct Turn {
     Driver& d;
+    std::atomic<bool>& busy;
     bool overlap;
     std::lock_guard<std::recursive_mutex> lock;
     Turn(Driver& d, std::string_view what, bool after_stop = false)
-        : d(d), overlap(d.busy_.exchange(true)), lock(d.s_.m) {
+        : d(d), busy(is_c_function(what) ? d.busy_c_ : d.busy_), overlap(busy.exchange(true)), lock(d.s_.m) {
       if (overlap) d.s_.violate(fmt::format("{} called while another call is in flight", what));
       if (d.stopped_ && !after_stop) d.s_.violate(fmt::format("{} called after stop", what));
     }
-    ~Turn() { d.busy_ = overlap; }
+    ~Turn() { busy = overlap; }
   };
   // A part as the queue keeps it: a copy, since "a copy part's fields may differ from one
   // call to the next" and a launch's parameters live only during submit.
@@ -155,6 +161,7 @@ class Driver final : public edge::Driver {
   std::optional<std::string> fault_;
   bool stopped_ = false, running_ = false;
   std::atomic<bool> busy_{false};
+  std::atomic<bool> busy_c_{false};  // a C function is in flight
   std::map<std::uint64_t, std::vector<std::uint64_t>> rows_;  // measures of timed launches
 
  public:
