@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 
+#include "profile_hooks.hpp"
 #include "state.hpp"
 
 namespace rig {
@@ -308,8 +309,23 @@ Point io_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes, 
 
 }  // namespace
 
+namespace {
+Point route_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes, std::span<const Point> waits);
+}
+
 Point Buffer::submit_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes,
                           std::span<const Point> waits) {
+  if (!profile::hooks::taking()) return route_copy(src, dst, boxes, waits);
+  std::uint64_t start = rig_now_ns(), bytes = 0;
+  for (const Box& b : boxes) bytes += b.width * b.rows;
+  Point p = route_copy(src, dst, boxes, waits);
+  profile::hooks::event(profile::Record::What::Copy, dst.device().state(), bytes, start,
+                        fmt::format("copy {} -> {}", src.device().name(), dst.device().name()));
+  return p;
+}
+
+namespace {
+Point route_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes, std::span<const Point> waits) {
   check(&src, dst, boxes);
   std::size_t bytes = 0;
   for (const Box& b : boxes) bytes += b.width * b.rows;
@@ -339,6 +355,7 @@ Point Buffer::submit_copy(const Buffer& src, const Buffer& dst, std::span<const 
     return device_copy(src.device(), src, dst, {boxes.begin(), boxes.end()}, waits);
   return staged_copy(src, dst, boxes, waits);
 }
+}  // namespace
 
 void Buffer::copy(const Buffer& src, const Buffer& dst) {
   if (src.length() != dst.length())

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "profile_hooks.hpp"
 #include "state.hpp"
 
 namespace rig {
@@ -25,7 +26,20 @@ ImageState::~ImageState() {
 
 }  // namespace detail
 
+namespace {
+Result<Image> load_image(const Device& device, std::span<const std::byte> binary);
+}
+
 Result<Image> Image::load(const Device& device, std::span<const std::byte> binary) {
+  if (!profile::hooks::taking()) return load_image(device, binary);
+  std::uint64_t start = rig_now_ns();
+  auto image = load_image(device, binary);
+  if (image) profile::hooks::event(profile::Record::What::Load, device.state(), binary.size(), start, "image");
+  return image;
+}
+
+namespace {
+Result<Image> load_image(const Device& device, std::span<const std::byte> binary) {
   auto d = detail::shared_device_at(device.state().index);
   d->check_live();
   if (!d->computes) d->refuse("an io device loads no code");
@@ -70,6 +84,7 @@ Result<Image> Image::load(const Device& device, std::span<const std::byte> binar
   image->code = memory.allocation();
   return Image(std::move(image));
 }
+}  // namespace
 
 Device Image::device() const { return Device(state_->device); }
 

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 
+#include "profile_hooks.hpp"
 #include "state.hpp"
 
 namespace rig {
@@ -284,7 +285,11 @@ using detail::Allocation;
 
 Buffer Buffer::create(const Device& d, std::size_t n, Memory memory) {
   auto shared = detail::shared_device_at(d.index());
-  return Buffer(detail::allocate(shared, n, memory), nullptr, 0, n);
+  if (!profile::hooks::taking()) return Buffer(detail::allocate(shared, n, memory), nullptr, 0, n);
+  std::uint64_t start = rig_now_ns();
+  Buffer b(detail::allocate(shared, n, memory), nullptr, 0, n);
+  profile::hooks::event(profile::Record::What::Allocation, *shared, n, start);
+  return b;
 }
 
 Buffer Buffer::of_string(std::string_view bytes) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "profile_hooks.hpp"
 #include "state.hpp"
 
 namespace rig {
@@ -496,7 +497,8 @@ Point submit(const Submission& submission, Run& run, std::span<const Buffer> rea
   }
   const std::uint64_t v = d.submitted.load(std::memory_order_relaxed) + 1;
   const char* failure = nullptr;
-  int r = d.c->submit(d.edge, s.parts.data(), count, in_queue.data(), wait_count, v, nullptr, &failure);
+  std::uint64_t* times = profile::hooks::taking() ? profile::hooks::value(d, s, st, v) : nullptr;
+  int r = d.c->submit(d.edge, s.parts.data(), count, in_queue.data(), wait_count, v, times, &failure);
   if (r == RIG_FAILED) {
     d.lose(failure ? failure : fmt::format("submit of value {} failed", v), true);
     d.throw_lost();
