@@ -8,6 +8,8 @@
 #include <chrono>
 #include <thread>
 
+#include <pthread.h>
+
 #include "../host/host_driver.hpp"
 #include "state.hpp"
 
@@ -34,11 +36,32 @@ struct Registry {
   std::array<std::atomic<DeviceState*>, RIG_WORDS> table{};
   std::vector<std::shared_ptr<DeviceState>> devices;  // every device opened, by index
   std::uint32_t next = 1;
+  std::string failure;  // rig::fail's reason
 };
 
+void forked();
+
 Registry& registry() {
-  static Registry* r = new Registry;  // never destroyed: devices outlive static destruction
+  static Registry* r = [] {
+    auto* made = new Registry;  // never destroyed: devices outlive static destruction
+    pthread_atfork(nullptr, nullptr, forked);
+    return made;
+  }();
   return *r;
+}
+
+// In a child of fork, every device is lost for good: its driver's threads and queues are
+// the parent's. Nothing is stopped or freed, and no lock is taken (the child has one thread).
+void forked() {
+  auto& r = registry();
+  for (auto& slot : r.table) {
+    DeviceState* d = slot.load();
+    if (!d || d->is_lost.load()) continue;
+    new (&d->loss_mutex) std::mutex();
+    d->why = "forked";
+    d->reached_at_loss = d->word();
+    d->is_lost.store(true);
+  }
 }
 
 constexpr auto kSleepSlice = std::chrono::milliseconds(50);
@@ -130,6 +153,7 @@ using Build = std::function<Result<std::shared_ptr<DeviceState>>(std::uint16_t i
 Result<Device> open_named(const std::string& name, const Build& build, bool fixed_zero = false) {
   auto& r = registry();
   std::lock_guard g(r.mutex);
+  if (!r.failure.empty() && !fixed_zero) return std::unexpected(fmt::format("{}: rig failed: {}", name, r.failure));
   for (auto& d : r.devices)
     if (d && d->name == name && !d->is_lost.load()) return Device(d);
   std::uint16_t index = 0;
@@ -155,6 +179,15 @@ Result<Device> open_named(std::string name, const Make& make, bool fixed_zero = 
 
 DeviceState* device_at(std::uint16_t index) {
   return registry().table[index].load(std::memory_order_acquire);
+}
+
+std::vector<std::shared_ptr<DeviceState>> all_devices() {
+  auto& r = registry();
+  std::lock_guard g(r.mutex);
+  std::vector<std::shared_ptr<DeviceState>> out;
+  for (auto& d : r.devices)
+    if (d) out.push_back(d);
+  return out;
 }
 
 std::shared_ptr<DeviceState> shared_device_at(std::uint16_t index) {
@@ -246,7 +279,8 @@ void DeviceState::commit_through(std::uint64_t v) {
 
 void DeviceState::wait(std::uint64_t v) {
   std::uint64_t s = submitted.load(std::memory_order_acquire);
-  if (v > s) refuse("wait for value {}, but only {} were submitted", v, s);
+  // The word may show a value before its submit has noted it as submitted.
+  if (v > s && v > word()) refuse("wait for value {}, but only {} were submitted", v, s);
   if (reached(v)) return;
   commit_through(v);
   for (int i = 0; i < 4000; ++i) {  // a few microseconds: most hand-offs end here
@@ -319,6 +353,32 @@ void DeviceState::lose(std::string reason, bool holding_turn) {
     stopped = true;
   }
   turn.unlock();
+  spread_loss();
+}
+
+void DeviceState::note_queue_waits(std::span<const rig_wait> waits, std::uint64_t own) {
+  std::lock_guard g(queue_waits_mutex);
+  if (queue_waits.size() > 64) {  // forget the waits of work that completed
+    std::uint64_t w = word();
+    std::erase_if(queue_waits, [w](const auto& q) { return q[2] <= w; });
+  }
+  for (const auto& x : waits) queue_waits.push_back({x.device, x.value, own});
+}
+
+// A queue that waits for a value this device never reached waits forever: its device is
+// lost too, with reason "NAME lost".
+void DeviceState::spread_loss() {
+  for (auto& other : all_devices()) {
+    if (other.get() == this || other->is_lost.load()) continue;
+    bool stuck = false;
+    {
+      std::lock_guard g(other->queue_waits_mutex);
+      std::uint64_t w = other->word();
+      for (const auto& q : other->queue_waits)
+        if (q[0] == index && q[1] > reached_at_loss && q[2] > w) stuck = true;
+    }
+    if (stuck) other->lose(fmt::format("{} lost", name));
+  }
 }
 
 DeviceState::~DeviceState() = default;
@@ -405,6 +465,23 @@ void Device::close() {
   d.wait(d.submitted.load());
   d.drain();
   d.lose("closed");
+}
+
+void fail(std::string_view why) {
+  {
+    auto& r = detail::registry();
+    std::lock_guard g(r.mutex);
+    if (r.failure.empty()) r.failure = std::string(why);
+  }
+  for (auto& d : detail::all_devices())
+    if (d->index != 0 && !d->is_lost.load()) d->lose(std::string(why));
+}
+
+std::optional<std::string> failure() {
+  auto& r = detail::registry();
+  std::lock_guard g(r.mutex);
+  if (r.failure.empty()) return std::nullopt;
+  return r.failure;
 }
 
 std::vector<Device> devices() {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <mutex>
@@ -59,6 +60,12 @@ struct DeviceState {
   std::mutex calls;           // the driver's C++ functions: one at a time
   std::atomic<int> sleepers{0};
 
+  // The foreign values its queues wait for: (producer index, value, own value of the work
+  // that waits), so that the loss of a producer loses the queues that wait on it.
+  std::mutex queue_waits_mutex;
+  std::vector<std::array<std::uint64_t, 3>> queue_waits;
+  void note_queue_waits(std::span<const rig_wait> waits, std::uint64_t own);
+
   // Loss.
   std::atomic<bool> is_lost{false};
   mutable std::mutex loss_mutex;
@@ -93,6 +100,8 @@ struct DeviceState {
   // the caller holds the turn (it is released here before stop).
   void lose(std::string why, bool holding_turn = false);
   [[noreturn]] void throw_lost() const;
+  // Loses the devices whose queues wait for values this lost device never reached.
+  void spread_loss();
   // True iff its driver may free memory and unload images now: while it is live, and after
   // its stop once the word shows its last submitted value (loss_mutex held).
   bool may_free() const { return !is_lost.load() || (stopped && word() >= submitted.load()); }
@@ -119,6 +128,9 @@ struct DeviceState {
   [[noreturn]] void refuse(fmt::format_string<A...> f, A&&... a) const;
   ~DeviceState();
 };
+
+// Every device opened, live or lost.
+std::vector<std::shared_ptr<DeviceState>> all_devices();
 
 // The device at a packed point's index, or null if none was ever opened there.
 DeviceState* device_at(std::uint16_t index);

@@ -393,7 +393,7 @@ Point submit(const Submission& submission, Run& run, std::span<const Buffer> rea
   for (const Point& p : waits) {
     auto* e = detail::device_at(p.index());
     if (!e) d.refuse("a wait on device index {}, which no device has", p.index());
-    if (p.value() > e->submitted.load())
+    if (p.value() > e->submitted.load() && p.value() > e->word())
       d.refuse("a wait on value {} of {}, which has submitted only {}", p.value(), e->name,
                e->submitted.load());
     if (p.index() != d.index) add_producer(producers, p.bits());
@@ -510,6 +510,7 @@ Point submit(const Submission& submission, Run& run, std::span<const Buffer> rea
   for (const auto& b : writes) b.allocation()->use(point, true);
   for (const auto& [b, access] : s.fixed) b.allocation()->use(point, access == Access::ReadWrite);
   s.last_value.store(v, std::memory_order_release);
+  if (wait_count) d.note_queue_waits(in_queue, v);
   d.turn.unlock();
   return Point::from_bits(point);
 }

@@ -137,6 +137,11 @@ Result<Device> open(const edge::Opener<T>& opener);
 // as files (edge::Io). Error if its make fails. An open live device of that name is returned.
 template <class T>
 Result<Device> open_io(const edge::IoOpener<T>& opener);
+// Loses every device but the host with reason `why`, for good: later opens give an Error
+// naming it. For a process that must stop using hardware, such as after a fatal error.
+void fail(std::string_view why);
+// The reason fail was given, or nullopt.
+std::optional<std::string> failure();
 // The devices open now, in the order they opened.
 std::vector<Device> devices();
 

@@ -6,6 +6,9 @@
 #include <atomic>
 #include <thread>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "../support/fake_driver.hpp"
 #include "support.hpp"
 
@@ -181,4 +184,50 @@ TEST_CASE("a device's own word is read through signaled") {
   CHECK(d.signaled() == 1);
   CHECK(control->calls(fake::Call::Signaled) > 0);
   d.close();
+}
+
+TEST_CASE("the loss of a producer loses the queues that wait for its unreached values") {
+  auto [popener, producer_control] = fake::opener(unique("FAKE"), {.runs_when_asleep = false});
+  Device producer = *open(popener);
+  auto [copener, consumer_control] = fake::opener(unique("FAKE"));
+  Device consumer = *open(copener);
+  Device bystander = memory_device(unique("MEM"));
+  auto words = Buffer::of_string(std::string(8, '\0'));
+  Submission::Part part{"", {}, Submission::Words{words}};
+  Run run;
+  Point made = submit(Submission::make(producer, std::span(&part, 1), 0, 0), run, {}, {});
+  Point waits[] = {made};
+  Point after = submit(Submission::make(consumer, std::span(&part, 1), 0, 0), run, {}, {}, waits);
+  producer_control->fault("page fault at 0x1000");
+  CHECK_THROWS_AS(made.wait(), Lost);
+  REQUIRE(consumer.lost());
+  CHECK(*consumer.lost() == std::string(producer.name()) + " lost");
+  CHECK_THROWS_AS(after.wait(), Lost);
+  CHECK(!bystander.lost());
+  bystander.close();
+}
+
+TEST_CASE("in a child of fork every device is lost, and fail loses devices and later opens") {
+  Device m = memory_device(unique("MEM"));
+  auto words = Buffer::of_string(std::string(8, '\0'));
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int status = 0;
+    if (m.lost() != std::optional<std::string>("forked")) status |= 1;
+    if (host().lost() != std::optional<std::string>("forked")) status |= 2;
+    fail("the job was cancelled");
+    if (failure() != std::optional<std::string>("the job was cancelled")) status |= 4;
+    auto [opener, control] = fake::opener("AFTER-FAIL");
+    auto again = open(opener);
+    if (again || again.error().find("rig failed: the job was cancelled") == std::string::npos) status |= 8;
+    _exit(status);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(!m.lost());  // the parent's devices go on
+  CHECK(!failure());
+  m.close();
 }
