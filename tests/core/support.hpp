@@ -35,6 +35,12 @@ inline Submission one_launch(const Device& d, const Function& f, std::uint32_t p
   return Submission::make(d, std::span(&part, 1), reads, writes);
 }
 
+// A submission of one part of two 32-bit words for d's queue (the fake driver runs it).
+inline Submission words(const Device& d) {
+  Submission::Part part{"", {}, Submission::Words{Buffer::of_string(std::string(8, '\0'))}};
+  return Submission::make(d, std::span(&part, 1), 0, 0);
+}
+
 // A driver that forwards to another and lets a test change its facts.
 class Twisted : public edge::Driver {
  public:

@@ -116,9 +116,7 @@ TEST_CASE("a wait on a value not yet submitted is refused") {
 TEST_CASE("waits return once the device reaches the value, and signaled commits") {
   auto [opener, control] = fake::opener(unique("FAKE"), {.commit_every = 4, .runs_when_asleep = false});
   Device d = *open(opener);
-  auto words = Buffer::of_string(std::string(8, '\0'));
-  Submission::Part part{"", {}, Submission::Words{words}};
-  auto s = Submission::make(d, std::span(&part, 1), 0, 0);
+  auto s = test::words(d);
   Run run;
   Point p = submit(s, run, {}, {});
   CHECK(p.value() == 1);
@@ -139,9 +137,7 @@ TEST_CASE("waits return once the device reaches the value, and signaled commits"
 TEST_CASE("close waits for submitted work, then the device is lost with reason closed") {
   auto [opener, control] = fake::opener(unique("FAKE"));
   Device d = *open(opener);
-  auto words = Buffer::of_string(std::string(8, '\0'));
-  Submission::Part part{"", {}, Submission::Words{words}};
-  auto s = Submission::make(d, std::span(&part, 1), 0, 0);
+  auto s = test::words(d);
   Run run;
   for (int i = 0; i < 5; ++i) submit(s, run, {}, {});
   d.close();  // the fake runs its work when rig sleeps in it
@@ -157,9 +153,7 @@ TEST_CASE("close waits for submitted work, then the device is lost with reason c
 TEST_CASE("a device whose word stalls past hang_ms is lost with no progress for n ms") {
   auto [opener, control] = fake::opener(unique("FAKE"), {.hang_ms = 30, .runs_when_asleep = false});
   Device d = *open(opener);
-  auto words = Buffer::of_string(std::string(8, '\0'));
-  Submission::Part part{"", {}, Submission::Words{words}};
-  auto s = Submission::make(d, std::span(&part, 1), 0, 0);
+  auto s = test::words(d);
   Run run;
   Point p = submit(s, run, {}, {});
   CHECK_THROWS_WITH_AS(p.wait(), doctest::Contains("no progress for 30 ms"), Lost);
@@ -174,9 +168,7 @@ TEST_CASE("a device whose word stalls past hang_ms is lost with no progress for 
 TEST_CASE("a device's own word is read through signaled") {
   auto [opener, control] = fake::opener(unique("FAKE"), {.own_word = true});
   Device d = *open(opener);
-  auto words = Buffer::of_string(std::string(8, '\0'));
-  Submission::Part part{"", {}, Submission::Words{words}};
-  auto s = Submission::make(d, std::span(&part, 1), 0, 0);
+  auto s = test::words(d);
   Run run;
   Point p = submit(s, run, {}, {});
   control->step();
