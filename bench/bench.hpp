@@ -43,6 +43,8 @@ std::vector<Figure> roundtrip(const Options&);
 std::vector<Figure> grid(const Options&);
 std::vector<Figure> copy(const Options&);
 std::vector<Figure> alloc(const Options&);
+// The DISK io device beside fio (built with the disk device).
+std::vector<Figure> disk(const Options&);
 
 // Heap allocations made by this process so far (counted by the replaced operator new).
 std::uint64_t heap_allocations();

@@ -44,6 +44,7 @@ def build(directory, *options):
     """Configures `directory` (once) with `options`, then builds it."""
     path = os.path.join(ROOT, directory)
     if not os.path.exists(os.path.join(path, "build.ninja")):
+        shutil.rmtree(path, ignore_errors=True)  # a setup that failed half-way
         run("meson", "setup", directory, *options)
     run("ninja", "-C", directory)
     return path
