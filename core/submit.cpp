@@ -360,6 +360,7 @@ Point submit(const Submission& submission, Run& run, std::span<const Buffer> rea
 
   // Patch each launch's refs into a copy of its parameters.
   for (const auto& lp : s.launches) {
+    if (lp.params == 0) continue;  // no bytes, no refs (a ref lies inside the parameters)
     std::byte* out = st.patched.data() + lp.offset;
     std::memcpy(out, st.params.data() + lp.offset, lp.params);
     for (const auto& r : lp.refs) {

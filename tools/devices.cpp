@@ -7,6 +7,10 @@
 
 #include "tool.hpp"
 
+#if RIG_TOOL_CUDA
+#include "cuda_driver.hpp"  // rig::cuda::device_count, rig::cuda::opener
+#endif
+
 namespace rig::tool {
 namespace {
 
@@ -53,6 +57,20 @@ nlohmann::json describe(const Device& d) {
 
 int devices(const DevicesOptions& options) {
   std::vector<Device> found{host()};
+#if RIG_TOOL_CUDA
+  // CUDA GPUs through libcuda; where libcuda is absent or too old, say why and list none.
+  if (auto gpus = rig::cuda::device_count()) {
+    for (int i = 0; i < *gpus; ++i) {
+      auto d = rig::open(rig::cuda::opener(i));
+      if (d)
+        found.push_back(*d);
+      else
+        fmt::print(stderr, "{}\n", d.error());
+    }
+  } else {
+    fmt::print(stderr, "CUDA: {}\n", gpus.error());
+  }
+#endif
   if (options.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& d : found) out.push_back(describe(d));

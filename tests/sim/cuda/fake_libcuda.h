@@ -1,0 +1,85 @@
+/* fake_libcuda.h — the test's controls of the fake libcuda (libcuda-fake.so).
+ *
+ * The fake exports the part of the CUDA Driver API that rig's CUDA driver calls, with
+ * cuGetProcAddress, implemented on host threads:
+ *
+ * - GPUs: FAKECUDA_DEVICES of them (default 2), compute capability 9.0, each with a primary
+ *   context. Contexts are current per thread; a call that needs one and finds none returns
+ *   CUDA_ERROR_INVALID_CONTEXT, and a stream call whose stream belongs to another context
+ *   than the current one returns CUDA_ERROR_INVALID_CONTEXT too (stricter than CUDA, so that
+ *   tests see that rig makes its context current, also for fills).
+ * - Memory is host memory: a device address is a host address. cuMemcpy*, cuMemset* and the
+ *   stream memory operations check that every byte lies in memory CUDA knows (allocations,
+ *   pinned or registered host memory) and return CUDA_ERROR_INVALID_VALUE otherwise; a copy
+ *   that reaches another GPU's memory needs peer access.
+ * - Streams run their work in order on a thread each, asynchronously; events complete when
+ *   their stream reaches them and carry the host time then (cuEventElapsedTime).
+ * - Modules are text: "fake-cubin\n" (or "fake-ptx\n") and then one line per kernel,
+ *   "NAME SIZE SIZE … [threads=N] [shared=N]": its parameters' sizes (each aligned to its
+ *   size, up to 8), its most threads per block (default 1024) and its static shared memory.
+ *   A line "error: TEXT" in fake PTX fails the load with CUDA_ERROR_INVALID_PTX and TEXT in
+ *   the JIT's error log; other bytes are CUDA_ERROR_INVALID_IMAGE. A launch runs the kernel
+ *   defined under the function's name (fakecuda_define) once, on the stream's thread; a
+ *   kernel that returns non-zero fails the context with that CUresult (sticky), as a fault
+ *   of the GPU would, and a launch of a name with no kernel fails it with
+ *   CUDA_ERROR_LAUNCH_FAILED.
+ * - A failed context returns its error from every call on it until cuDevicePrimaryCtxReset,
+ *   which destroys everything the context held.
+ * - Graphs of kernel nodes: made, instantiated, updated (cuGraphExecKernelNodeSetParams_v2)
+ *   and launched; a launch runs the nodes in order with their parameters as of the launch.
+ *
+ * Environment: FAKECUDA_DEVICES=n (GPUs), FAKECUDA_VERSION=12080 (cuDriverGetVersion),
+ * FAKECUDA_FAIL=function:nth:result (as fakecuda_fail, failing one call).
+ */
+#ifndef FAKE_LIBCUDA_H
+#define FAKE_LIBCUDA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A launch as a kernel sees it: its grid, block, dynamic shared bytes, parameter bytes (laid
+ * out as the kernel reads them) and the GPU's ordinal. */
+struct fakecuda_launch {
+  unsigned grid[3], block[3], shared;
+  const void *params;
+  size_t param_bytes;
+  int device;
+};
+
+/* A kernel: runs the whole grid of one launch. Returns 0, or a CUresult that fails the
+ * context. */
+typedef int (*fakecuda_kernel)(const struct fakecuda_launch *launch);
+
+/* Defines (or redefines) what launches of functions named `name` run. */
+void fakecuda_define(const char *name, fakecuda_kernel kernel);
+
+/* From the nth call on (1-based, counted from now), `times` calls of the exported function
+ * `function` (its base name, such as "cuMemAlloc") return `result` and do nothing else.
+ * nth = 0 cancels. */
+void fakecuda_fail(const char *function, unsigned long long nth, int result, unsigned long long times);
+
+/* Fails the primary context of GPU `ordinal` now with `result`, as an asynchronous fault. */
+void fakecuda_fault(int ordinal, int result);
+
+/* Sets a knob: "version" (cuDriverGetVersion), "memops" (0: GPUs report no 64-bit stream
+ * memory operations), "memops_functions" (0: cuGetProcAddress finds no
+ * cuStreamWriteValue64/cuStreamWaitValue64), "param_info" (0: no cuFuncGetParamInfo),
+ * "host_visible" (CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST), "peer"
+ * (cuDeviceCanAccessPeer), "register" (0: cuMemHostRegister is not supported). Unknown
+ * knobs abort. */
+void fakecuda_set(const char *knob, long long value);
+
+/* Counts: "graphs", "graph_execs", "modules", "streams", "events", "allocations",
+ * "registrations" (live now); "resets", "launches" (kernels run), "graph_launches",
+ * "peer_enables" (so far); "calls:NAME" (calls of an exported function). Unknown names
+ * abort. */
+long long fakecuda_count(const char *what);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FAKE_LIBCUDA_H */
