@@ -10,8 +10,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = [
     "meson", "ninja-build", "g++", "pkg-config", "python3",
     "libfmt-dev", "nlohmann-json3-dev", "libcli11-dev", "doctest-dev", "liburing-dev",
-    # Floors of the benchmarks: OpenCL on PoCL.
-    "pocl-opencl-icd", "ocl-icd-opencl-dev", "opencl-headers",
+    # Floors of the benchmarks: OpenCL on PoCL; fio for the disk device.
+    "pocl-opencl-icd", "ocl-icd-opencl-dev", "opencl-headers", "fio",
+    # AMD: the code-object reader (LLVM), test kernels (clang, lld), and real code objects.
+    "llvm-19-dev", "clang-19", "lld-19", "librocsparse0",
 ]
 
 

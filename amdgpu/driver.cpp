@@ -1,0 +1,1116 @@
+// rig's AMD driver over the KFD (amd.hpp). Read in the contract's order: opening, facts,
+// memory, code, the C functions (room, submit, commit, settle), sleeping and faults, stop.
+//
+// The queues' rings, their read/write pointers, the sequence words and the timestamp slots
+// are driver memory mapped for host and GPU at one address; the host writes packets into the
+// rings, stores the write pointer and rings the doorbell. The device's progress is the
+// timeline word (rig_words[index]), which a RELEASE_MEM at the end of each value writes.
+#include "amd.hpp"
+
+#include <rig/amd_abi.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include <sys/mman.h>
+
+#include "code_object.hpp"
+#include "kfd.hpp"
+#include "pm4.hpp"
+#include "sdma.hpp"
+#include "topology.hpp"
+
+namespace rig::amd {
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+constexpr std::uint32_t kLdsMax = 64 << 10;    // group-shared bytes a group may use (gfx11/12)
+constexpr std::uint32_t kLdsGranule = 512;     // COMPUTE_PGM_RSRC2.LDS_SIZE unit
+constexpr std::uint32_t kFlights = 4096;       // values in flight at most (and timestamp slots)
+constexpr std::uint32_t kMarks = 8192;         // part starts remembered for fault reports
+constexpr std::uint64_t kGpuClockHz = 100'000'000;  // the GPU timestamp counter (assumed)
+
+// KFD's per-allocation flags for each kind of memory.
+constexpr std::uint32_t kVramFlags = KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC |
+                                     KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE |
+                                     KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE;
+constexpr std::uint32_t kGttFlags = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE |
+                                    KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
+constexpr std::uint32_t kUncachedGttFlags = kGttFlags | KFD_IOC_ALLOC_MEM_FLAGS_COHERENT |
+                                            KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED;
+constexpr std::uint32_t kUserptrFlags = KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE |
+                                        KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
+
+std::uint64_t round_up(std::uint64_t n, std::uint64_t to) { return (n + to - 1) / to * to; }
+std::uint64_t load(const volatile std::uint64_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
+
+// The control page: queue pointers and the sequence words the queues sync through.
+constexpr std::uint64_t kComputeRptr = 0, kComputeWptr = 8, kCopyRptr = 16, kCopyWptr = 24;
+constexpr std::uint64_t kComputeSequence = 64, kCopySequence = 128;
+constexpr std::uint64_t kStamps = kPage;  // kFlights slots of (start, end) GPU clocks
+constexpr std::uint64_t kControlBytes = kPage + kFlights * 16;
+
+// A kernel argument the driver fills, by its metadata kind.
+enum class Hidden : std::uint8_t {
+  Zero, BlockCountX, BlockCountY, BlockCountZ, GroupSizeX, GroupSizeY, GroupSizeZ, GridDims, DynamicLds
+};
+struct HiddenArg {
+  std::uint32_t offset, size;
+  Hidden kind;
+};
+
+// What submit reads to launch a kernel (rig_launch.launch).
+struct LaunchTemplate {
+  std::uint64_t code = 0;        // the kernel's first instruction
+  std::uint64_t descriptor = 0;  // the kernel descriptor's address (HSA kernel_object)
+  std::uint32_t rsrc1 = 0, rsrc2 = 0, rsrc3 = 0;
+  std::uint16_t properties = 0;
+  std::uint32_t user_sgprs = 0;
+  std::uint32_t kernarg_bytes = 0;   // the kernel's kernarg segment
+  std::uint32_t explicit_bytes = 0;  // the bytes of its explicit arguments
+  std::uint32_t group_segment = 0, private_segment = 0;
+  std::uint32_t max_threads = 1024;
+  bool wave32 = true;
+  std::vector<HiddenArg> hidden;
+  char name[48] = {};
+};
+
+// A KFD buffer mapped for the host and the GPU at one address.
+struct Block {
+  std::uint64_t address = 0, bytes = 0, handle = 0;
+  bool userptr = false;
+};
+
+struct Image {
+  std::uint64_t base = 0;
+  CodeObject object;
+  std::map<std::string, std::unique_ptr<LaunchTemplate>, std::less<>> entries;
+};
+
+// A value in flight: where each ring and the kernarg ring end after it.
+struct Flight {
+  std::uint64_t value = 0, compute_end = 0, copy_end = 0, kernarg_end = 0;
+};
+// Where a part's packets start on its queue, for naming the work a fault stopped at.
+struct Mark {
+  std::uint64_t position = 0, value = 0;
+  std::uint32_t queue = 0, part = 0;
+  char what[48] = {};
+};
+
+// A queue: its ring and pointers in driver memory, and its doorbell.
+struct Ring {
+  Block ring;
+  std::uint32_t* words = nullptr;
+  std::uint64_t dwords = 0;    // ring size
+  std::uint64_t wptr = 0;      // dwords written, ever
+  std::uint64_t tail = 0;      // dwords the GPU is done with (by the word)
+  volatile std::uint64_t* wptr_memory = nullptr;
+  volatile std::uint64_t* rptr_memory = nullptr;
+  volatile std::uint64_t* doorbell = nullptr;
+  std::uint32_t queue_id = 0;
+  bool created = false;
+  bool bytes = false;  // SDMA pointers count bytes, PM4 pointers dwords
+};
+
+// Dwords, per queue, that a submission takes, and its kernel arguments' bytes.
+struct Plan {
+  std::uint64_t compute = 0, copy = 0, kernargs = 0;
+  std::uint32_t compute_signals = 0, copy_signals = 0;
+  bool never = false;
+};
+
+class Device;
+struct Edge {
+  const rig_driver* table;
+  Device* self;
+};
+
+class Device final : public edge::Driver {
+ public:
+  Device(os::Seam& seam, const Gpu& gpu, int index, const Options& o, volatile std::uint64_t* word)
+      : seam_(seam), kfd_(seam, gpu.gpu_id), gpu_(gpu), o_(o), name_(fmt::format("AMD:{}", index)), word_(word) {
+    edge_ = {&kTable, this};
+  }
+  ~Device() override;
+
+  Result<void> open();
+  edge::Facts facts() override;
+
+  std::optional<edge::Region> alloc(Memory memory, std::size_t bytes) override;
+  void free(edge::Region r) override;
+  edge::Location locate(edge::Region r) override;
+  edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override;
+
+  Result<edge::Code> image(std::span<const std::byte> binary) override;
+  edge::EntryAnswer entry(edge::ImageId image, std::string_view name) override;
+  void unload(edge::ImageId image) override;
+
+  void sleep(std::uint64_t v, std::chrono::nanoseconds most) override;
+  void stop(std::string_view why) override;
+
+  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits);
+  static int submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
+                    std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times, const char** failure);
+  static int commit(void*, std::uint64_t, const char**) { return RIG_OK; }  // submit commits
+  static int settle(void* edge, std::uint64_t v, std::uint64_t* times, const char** failure);
+  static const rig_driver kTable;
+
+ private:
+  static Device& self(void* edge) { return *static_cast<Edge*>(edge)->self; }
+
+  // Memory the driver owns, mapped for host and GPU at one address.
+  KfdResult<Block> make_block(std::uint64_t bytes, std::uint32_t flags);
+  void drop_block(Block& b);
+  KfdResult<Block> map_user(std::uint64_t host, std::uint64_t bytes);
+  KfdResult<void> make_queue(Ring& r, std::uint32_t bytes, std::uint32_t type, std::uint64_t rptr,
+                             std::uint64_t wptr);
+
+  // Hand-over helpers.
+  void reclaim();
+  Plan plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
+  bool runs(const rig_part& p) const;
+  void launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v);
+  void copy(sdma::Sdma& ps, const rig_copy& c);
+  void place_words(Ring& ring, std::span<const std::uint32_t> words, bool sdma);
+  void mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what);
+  void ring_doorbell(Ring& r);
+  int failed(const char** failure, std::string why);
+  std::uint64_t gpu_to_host(std::uint64_t ticks);
+  void correlate();
+  std::string describe_stop(int queue) const;
+
+  os::Seam& seam_;
+  Kfd kfd_;
+  Gpu gpu_;
+  Options o_;
+  std::string name_;
+  pm4::Gen gen_ = pm4::Gen::Gfx11;
+  volatile std::uint64_t* word_;
+  Edge edge_;
+
+  // Memory rig allocates, by region id; images; guarded by mutex_ (rig calls the C++
+  // functions one at a time, but stop and sleep may meet them).
+  std::mutex mutex_;
+  std::unordered_map<std::uintptr_t, Block> regions_;
+  std::uintptr_t next_region_ = 1;
+  std::map<edge::ImageId, std::unique_ptr<Image>> images_;
+  edge::ImageId next_image_ = 1;
+  std::vector<Block> scratch_retired_;
+  Block scratch_;
+
+  // Driver memory.
+  Block words_map_, word_map_, control_, eop_, cwsr_, kernargs_;
+  std::byte* control_host_ = nullptr;
+  Ring compute_, copy_;
+  std::uint32_t signal_event_ = 0, memory_event_ = 0, hw_event_ = 0;
+  std::uint64_t mailbox_ = 0;
+  bool events_made_[3] = {};
+
+  // The hand-over's state: under rig's turn (room, submit, settle one at a time).
+  std::uint64_t submitted_ = 0;
+  std::uint64_t kernarg_pos_ = 0, kernarg_tail_ = 0;
+  std::uint32_t compute_sequence_ = 0, copy_sequence_ = 0;
+  std::array<Flight, kFlights> flights_{};
+  std::uint64_t flight_head_ = 0, flight_tail_ = 0;  // [tail, head) are in flight
+  std::array<Mark, kMarks> marks_{};
+  std::uint64_t mark_count_ = 0;
+  std::array<std::uint8_t, kFlights> timed_{};
+  std::array<std::uint32_t, 64> signal_at_{};  // per part: the sequence value it signals
+  std::uint64_t sync_gpu_ = 0, sync_host_ = 0;  // a GPU clock reading and the host's time then
+
+  // Faults, from sleep; read by submit.
+  std::atomic<bool> faulted_{false};
+  std::mutex fault_mutex_;
+  std::string fault_;
+  std::deque<std::string> messages_;  // failures handed to rig: they outlive the calls
+  bool stopped_ = false;
+};
+
+const rig_driver Device::kTable{room, submit, commit, settle, nullptr};
+
+// ---- Opening.
+
+KfdResult<Block> Device::make_block(std::uint64_t bytes, std::uint32_t flags) {
+  bytes = round_up(std::max<std::uint64_t>(bytes, 1), kPage);
+  auto va = seam_.mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (!va) return std::unexpected(KfdError{"reserving an address range: " + os::describe(va.error()), va.error()});
+  auto address = reinterpret_cast<std::uint64_t>(*va);
+  auto buffer = kfd_.alloc(address, bytes, flags);
+  if (!buffer) {
+    seam_.munmap(*va, bytes);
+    return std::unexpected(buffer.error());
+  }
+  auto host = seam_.mmap(*va, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, kfd_.render_fd(),
+                         off_t(buffer->mmap_offset));
+  if (!host || *host != *va) {
+    kfd_.free(buffer->handle);
+    seam_.munmap(*va, bytes);
+    int e = host ? -EFAULT : host.error();
+    return std::unexpected(KfdError{"mapping a buffer for the host: " + os::describe(e), e});
+  }
+  if (auto m = kfd_.map(buffer->handle); !m) {
+    seam_.munmap(*va, bytes);
+    kfd_.free(buffer->handle);
+    return std::unexpected(m.error());
+  }
+  return Block{address, bytes, buffer->handle, false};
+}
+
+KfdResult<Block> Device::map_user(std::uint64_t host, std::uint64_t bytes) {
+  auto buffer = kfd_.alloc(host, bytes, kUserptrFlags, host);
+  if (!buffer) return std::unexpected(buffer.error());
+  if (auto m = kfd_.map(buffer->handle); !m) {
+    kfd_.free(buffer->handle);
+    return std::unexpected(m.error());
+  }
+  return Block{host, bytes, buffer->handle, true};
+}
+
+void Device::drop_block(Block& b) {
+  if (!b.bytes) return;
+  kfd_.unmap(b.handle);
+  if (!b.userptr) seam_.munmap(reinterpret_cast<void*>(b.address), b.bytes);
+  kfd_.free(b.handle);
+  b = {};
+}
+
+KfdResult<void> Device::make_queue(Ring& r, std::uint32_t bytes, std::uint32_t type, std::uint64_t rptr,
+                                   std::uint64_t wptr) {
+  auto ring = make_block(bytes, kUncachedGttFlags);
+  if (!ring) return std::unexpected(ring.error());
+  r.ring = *ring;
+  r.words = reinterpret_cast<std::uint32_t*>(r.ring.address);
+  r.dwords = bytes / 4;
+  r.bytes = type == KFD_IOC_QUEUE_TYPE_SDMA;
+  r.rptr_memory = reinterpret_cast<volatile std::uint64_t*>(control_host_ + rptr);
+  r.wptr_memory = reinterpret_cast<volatile std::uint64_t*>(control_host_ + wptr);
+  kfd_ioctl_create_queue_args q{};
+  q.ring_base_address = r.ring.address;
+  q.ring_size = bytes;
+  q.read_pointer_address = control_.address + rptr;
+  q.write_pointer_address = control_.address + wptr;
+  q.queue_type = type;
+  q.queue_percentage = KFD_MAX_QUEUE_PERCENTAGE;
+  q.queue_priority = 7;
+  if (type == KFD_IOC_QUEUE_TYPE_COMPUTE) {
+    q.eop_buffer_address = eop_.address, q.eop_buffer_size = eop_.bytes;
+    q.ctx_save_restore_address = cwsr_.address;
+    q.ctx_save_restore_size = std::uint32_t(gpu_.get("cwsr_size"));
+    q.ctl_stack_size = std::uint32_t(gpu_.get("ctl_stack_size"));
+  }
+  auto made = kfd_.create_queue(q);
+  if (!made) return std::unexpected(made.error());
+  r.queue_id = made->queue_id;
+  r.created = true;
+  // The doorbell page: KFD's offset names it; the queue's doorbell lies within.
+  std::uint64_t page = made->doorbell_offset & ~(kDoorbellBytes - 1);
+  auto bell = seam_.mmap(nullptr, kDoorbellBytes, PROT_READ | PROT_WRITE, MAP_SHARED, kfd_.kfd_fd(), off_t(page));
+  if (!bell) return std::unexpected(KfdError{"mapping the doorbells: " + os::describe(bell.error()), bell.error()});
+  r.doorbell = reinterpret_cast<volatile std::uint64_t*>(static_cast<std::byte*>(*bell) +
+                                                         (made->doorbell_offset - page));
+  return {};
+}
+
+Result<void> Device::open() {
+  auto fail = [&](const KfdError& e) { return std::unexpected(e.what); };
+  std::uint64_t version = gpu_.get("gfx_target_version");
+  if (version >= 110000 && version < 120000) gen_ = pm4::Gen::Gfx11;
+  else if (version >= 120000 && version < 130000) gen_ = pm4::Gen::Gfx12;
+  else
+    return std::unexpected(fmt::format("{} is {}: the driver builds packets for gfx11 and gfx12 only (gfx9.4 is not built yet)",
+                                       name_, gpu_.arch));
+  if (auto r = kfd_.open(std::uint32_t(gpu_.get("drm_render_minor", 128))); !r) return fail(r.error());
+  // The timeline words of every device, so that queues write this one and wait on others.
+  auto words = reinterpret_cast<std::uint64_t>(&rig_words[0]) & ~(kPage - 1);
+  auto words_end = round_up(reinterpret_cast<std::uint64_t>(&rig_words[RIG_WORDS]), kPage);
+  auto mapped = map_user(words, words_end - words);
+  if (!mapped) return fail(mapped.error());
+  words_map_ = *mapped;
+  auto word = reinterpret_cast<std::uint64_t>(word_);
+  if (word < words || word + 8 > words_end) {  // a word of the caller's own (spec: opener)
+    auto own = map_user(word & ~(kPage - 1), kPage);
+    if (!own) return fail(own.error());
+    word_map_ = *own;
+  }
+  auto control = make_block(kControlBytes, kUncachedGttFlags);
+  if (!control) return fail(control.error());
+  control_ = *control;
+  control_host_ = reinterpret_cast<std::byte*>(control_.address);
+  std::memset(control_host_, 0, control_.bytes);
+  auto kernargs = make_block(o_.kernarg_bytes, kGttFlags);
+  if (!kernargs) return fail(kernargs.error());
+  kernargs_ = *kernargs;
+  auto eop = make_block(kPage, kGttFlags);
+  if (!eop) return fail(eop.error());
+  eop_ = *eop;
+  auto cwsr = make_block(std::max<std::uint64_t>(gpu_.get("cwsr_size"), kPage), kVramFlags);
+  if (!cwsr) return fail(cwsr.error());
+  cwsr_ = *cwsr;
+
+  {  // The process's event page: made by its first device, mapped for each GPU.
+    auto& process = kfd_.process();
+    std::lock_guard g(process.mutex());
+    auto& page = process.event_page();
+    if (!page.bytes) {
+      auto events = make_block(kEventPageBytes, kUncachedGttFlags);
+      if (!events) return fail(events.error());
+      page.address = events->address, page.bytes = events->bytes, page.handle = events->handle;
+      page.mapped_on.push_back(gpu_.gpu_id);
+    } else if (std::find(page.mapped_on.begin(), page.mapped_on.end(), gpu_.gpu_id) == page.mapped_on.end()) {
+      if (auto m = kfd_.map(page.handle); !m) return fail(m.error());
+      page.mapped_on.push_back(gpu_.gpu_id);
+    }
+    auto signal = kfd_.create_event(KFD_IOC_EVENT_SIGNAL, true, page.registered ? 0 : page.handle);
+    if (!signal) return fail(signal.error());
+    page.registered = true;
+    signal_event_ = signal->event_id, events_made_[0] = true;
+    mailbox_ = page.address + std::uint64_t(signal->event_slot_index) * 8;
+  }
+  auto memory = kfd_.create_event(KFD_IOC_EVENT_MEMORY, false);
+  if (!memory) return fail(memory.error());
+  memory_event_ = memory->event_id, events_made_[1] = true;
+  auto hw = kfd_.create_event(KFD_IOC_EVENT_HW_EXCEPTION, false);
+  if (!hw) return fail(hw.error());
+  hw_event_ = hw->event_id, events_made_[2] = true;
+
+  if (auto r = make_queue(compute_, o_.compute_ring_bytes, KFD_IOC_QUEUE_TYPE_COMPUTE, kComputeRptr, kComputeWptr); !r)
+    return fail(r.error());
+  if (auto r = make_queue(copy_, o_.copy_ring_bytes, KFD_IOC_QUEUE_TYPE_SDMA, kCopyRptr, kCopyWptr); !r)
+    return fail(r.error());
+  // "the device's values start after the value the word holds"
+  submitted_ = load(word_);
+  correlate();
+  return {};
+}
+
+Device::~Device() {
+  if (!stopped_) stop("the driver was dropped");
+  std::lock_guard g(mutex_);
+  for (auto& [id, b] : regions_) drop_block(b);
+  drop_block(scratch_);
+  for (auto& b : scratch_retired_) drop_block(b);
+}
+
+edge::Facts Device::facts() {
+  edge::Facts f;
+  f.arch = gpu_.arch;
+  f.budget = gpu_.vram_bytes;
+  f.queues = {{"COMPUTE:0", {Kind::Words, Kind::Fill, Kind::Launch}}, {"COPY:0", {Kind::Words, Kind::Copy, Kind::Fill}}};
+  f.copy_engine = 1;
+  f.completion = edge::Completion::Store;
+  f.waits = {true, true};
+  f.may_block = false;
+  f.hang_ms = o_.hang_ms;
+  f.maps_host = true;
+  f.host_addresses = true;
+  f.alignment = kPage;
+  if (gpu_.cache_bytes) f.cache_bytes = gpu_.cache_bytes;
+  auto abi = std::make_shared<Abi>();
+  abi->arch = gpu_.arch;
+  abi->wave_size = 32;
+  std::uint64_t simd_per_cu = std::max<std::uint64_t>(gpu_.get("simd_per_cu", 2), 1);
+  abi->compute_units = std::uint32_t(gpu_.get("simd_count") / simd_per_cu);
+  abi->lds_bytes = std::uint32_t(std::min<std::uint64_t>(gpu_.get("lds_size_in_kb", 64) * 1024, kLdsMax));
+  abi->timeline_word = reinterpret_cast<std::uint64_t>(word_);
+  f.capability = edge::declare(kAbi, std::shared_ptr<const Abi>(abi));
+  f.word = word_;
+  f.bus = gpu_.bus();
+  f.edge = &edge_;
+  return f;
+}
+
+// ---- Memory.
+
+std::optional<edge::Region> Device::alloc(Memory memory, std::size_t bytes) {
+  auto block = make_block(bytes, memory == Memory::Pinned ? kGttFlags : kVramFlags);
+  if (!block) {
+    if (block.error().error == -ENOMEM) return std::nullopt;  // rig reclaims and asks again
+    throw edge::Fault(fmt::format("allocating {} bytes: {}", bytes, block.error().what));
+  }
+  std::lock_guard g(mutex_);
+  auto id = next_region_++;
+  regions_[id] = *block;
+  return edge::Region{id};
+}
+
+void Device::free(edge::Region r) {
+  std::lock_guard g(mutex_);
+  auto it = regions_.find(r.id);
+  if (it == regions_.end()) throw edge::Fault(fmt::format("free of unknown region {}", r.id));
+  drop_block(it->second);
+  regions_.erase(it);
+}
+
+edge::Location Device::locate(edge::Region r) {
+  std::lock_guard g(mutex_);
+  auto it = regions_.find(r.id);
+  if (it == regions_.end()) throw edge::Fault(fmt::format("locate of unknown region {}", r.id));
+  return {it->second.address, it->second.address, std::intptr_t(it->second.handle)};
+}
+
+edge::Mapping Device::map_host(std::uintptr_t host, std::size_t bytes) {
+  if (host % kPage) return edge::Never{};
+  auto block = map_user(host, round_up(bytes, kPage));
+  if (!block) {
+    if (block.error().error == -ENOMEM) return edge::NoRoom{};
+    return edge::Never{};
+  }
+  std::lock_guard g(mutex_);
+  auto id = next_region_++;
+  regions_[id] = *block;
+  return edge::Region{id};
+}
+
+// ---- Code.
+
+Result<edge::Code> Device::image(std::span<const std::byte> binary) {
+  auto object = read_code_object(binary);
+  if (!object) return std::unexpected(object.error());
+  if (object->arch != gpu_.arch)
+    return std::unexpected(fmt::format("a code object for {}, not {}", object->arch.empty() ? object->target : object->arch,
+                                       gpu_.arch));
+  if (auto dry = place(*object, binary, 0); !dry) return std::unexpected(dry.error());
+  auto copy = std::make_shared<std::vector<std::byte>>(binary.begin(), binary.end());
+  auto shared = std::make_shared<CodeObject>(std::move(*object));
+  std::size_t bytes = std::max<std::uint64_t>(shared->image_bytes, 1);
+  return edge::Code{edge::Place{bytes, [this, copy, shared](edge::Region region) {
+    std::uint64_t base;
+    {
+      std::lock_guard g(mutex_);
+      base = regions_.at(region.id).address;
+    }
+    auto placed = place(*shared, *copy, base);
+    auto image = std::make_unique<Image>();
+    image->base = base;
+    image->object = *shared;
+    std::lock_guard g(mutex_);
+    auto id = next_image_++;
+    images_[id] = std::move(image);
+    return std::pair<edge::ImageId, std::string>{id, placed ? std::move(*placed) : std::string()};
+  }}};
+}
+
+Hidden hidden_kind(std::string_view k) {
+  if (k == "hidden_block_count_x") return Hidden::BlockCountX;
+  if (k == "hidden_block_count_y") return Hidden::BlockCountY;
+  if (k == "hidden_block_count_z") return Hidden::BlockCountZ;
+  if (k == "hidden_group_size_x") return Hidden::GroupSizeX;
+  if (k == "hidden_group_size_y") return Hidden::GroupSizeY;
+  if (k == "hidden_group_size_z") return Hidden::GroupSizeZ;
+  if (k == "hidden_grid_dims") return Hidden::GridDims;
+  if (k == "hidden_dynamic_lds_size") return Hidden::DynamicLds;
+  return Hidden::Zero;  // offsets, remainders (whole groups only), queue/heap/printf pointers
+}
+
+edge::EntryAnswer Device::entry(edge::ImageId id, std::string_view name) {
+  std::lock_guard g(mutex_);
+  auto it = images_.find(id);
+  if (it == images_.end()) throw edge::Fault(fmt::format("entry of unknown image {}", id));
+  auto& image = *it->second;
+  if (auto e = image.entries.find(name); e != image.entries.end())
+    return edge::Entry{e->second->descriptor, e->second.get(), e->second->explicit_bytes, e->second->max_threads};
+  const Kernel* k = image.object.find(name);
+  if (!k) return edge::Absent{};
+  auto t = std::make_unique<LaunchTemplate>();
+  const auto& kd = k->descriptor;
+  t->descriptor = image.base + k->descriptor_address;
+  t->code = image.base + k->code_address();
+  t->rsrc1 = kd.compute_pgm_rsrc1, t->rsrc2 = kd.compute_pgm_rsrc2, t->rsrc3 = kd.compute_pgm_rsrc3;
+  t->properties = kd.kernel_code_properties;
+  t->user_sgprs = kd.user_sgpr_count();
+  t->kernarg_bytes = std::max(k->kernarg_segment_size, kd.kernarg_size);
+  t->group_segment = k->group_segment_fixed_size;
+  t->private_segment = k->private_segment_fixed_size;
+  t->max_threads = k->max_flat_workgroup_size ? k->max_flat_workgroup_size : 1024;
+  t->wave32 = kd.wave32();
+  if (!t->wave32) throw edge::Fault(fmt::format("kernel {} is wave64, which the driver does not launch", name));
+  if (t->user_sgprs > pm4::reg::kUserDataCount)
+    throw edge::Fault(fmt::format("kernel {} wants {} user SGPRs, more than 16", name, t->user_sgprs));
+  for (auto& a : k->args) {
+    if (a.value_kind.starts_with("hidden_")) t->hidden.push_back({a.offset, a.size, hidden_kind(a.value_kind)});
+    else t->explicit_bytes = std::max(t->explicit_bytes, a.offset + a.size);
+  }
+  std::snprintf(t->name, sizeof t->name, "%.*s", int(name.size()), name.data());
+  // Scratch for all the waves the GPU may run at once, if the kernel has private memory.
+  if (t->private_segment || (kd.kernel_code_properties & KernelDescriptor::kUsesDynamicStack)) {
+    std::uint64_t per_wave = round_up(std::uint64_t(std::max(t->private_segment, 1024u)) * 32, 256);
+    std::uint64_t waves = std::max<std::uint64_t>(gpu_.get("simd_count"), 1) *
+                          std::max<std::uint64_t>(gpu_.get("max_waves_per_simd", 16), 1);
+    std::uint64_t need = per_wave * waves;
+    if (scratch_.bytes < need) {
+      auto block = make_block(need, kVramFlags);
+      if (!block) {
+        if (block.error().error == -ENOMEM) return edge::NoMemory{need};
+        throw edge::Fault(fmt::format("scratch for {}: {}", name, block.error().what));
+      }
+      // The old scratch may serve launches in flight: it goes with the device.
+      if (scratch_.bytes) scratch_retired_.push_back(scratch_);
+      scratch_ = *block;
+    }
+  }
+  auto* raw = t.get();
+  image.entries.emplace(std::string(name), std::move(t));
+  return edge::Entry{raw->descriptor, raw, raw->explicit_bytes, raw->max_threads};
+}
+
+void Device::unload(edge::ImageId id) {
+  std::lock_guard g(mutex_);
+  images_.erase(id);
+}
+
+// ---- The C functions.
+
+// Dwords of the fixed packets (header included).
+constexpr std::uint64_t kReleaseDwords = 1 + pm4::kReleaseMemBody;
+constexpr std::uint64_t kAcquireDwords = 1 + pm4::kAcquireMemBody;
+constexpr std::uint64_t kFlushDwords = 1 + pm4::kEventWriteBody;
+constexpr std::uint64_t kWait32Dwords = 1 + pm4::kWaitRegMemBody;
+constexpr std::uint64_t kWait64Dwords = 1 + pm4::kWaitRegMem64Body;
+// A launch: PGM_LO/HI, RSRC1/2, RSRC3, TMPRING, SCRATCH_BASE, RESTART, USER_DATA (16 at
+// most), RESOURCE_LIMITS, START/NUM_THREAD, DISPATCH_DIRECT, CS_PARTIAL_FLUSH.
+constexpr std::uint64_t kLaunchDwords = 4 + 4 + 3 + 3 + 4 + 5 + 18 + 3 + 8 + 5 + 2;
+// A value's own packets on the compute queue: the waits' share aside, the barrier, the
+// sequence signal, the word, the interrupt and two stamps.
+constexpr std::uint64_t kValueDwords = kFlushDwords + kAcquireDwords + 5 * kReleaseDwords + kWait32Dwords;
+
+bool Device::runs(const rig_part& p) const {
+  if (p.queue > 1) return false;
+  switch (p.kind) {
+    case RIG_KIND_WORDS: return true;
+    case RIG_KIND_FILL: return p.work.fill.segment_bytes == 0;  // segments are not built yet
+    case RIG_KIND_COPY: return p.queue == 1;
+    case RIG_KIND_LAUNCH: {
+      if (p.queue != 0) return false;
+      auto& l = p.work.launch;
+      auto* t = static_cast<const LaunchTemplate*>(l.launch);
+      if (!t) return false;
+      std::uint64_t threads = 1;
+      for (int k = 0; k < 3; ++k) {
+        if (!l.groups[k] || !l.threads[k] || l.threads[k] > 1024) return false;
+        threads *= l.threads[k];
+      }
+      return threads <= t->max_threads && std::uint64_t(t->group_segment) + l.shared <= kLdsMax;
+    }
+  }
+  return false;
+}
+
+Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const {
+  Plan p;
+  p.compute = kValueDwords + waits * kWait64Dwords;
+  std::uint64_t copy_at = copy_.wptr;  // SDMA padding depends on where packets land
+  std::uint64_t largest = 0;  // the largest SDMA block: the most padding the ring's end costs
+  auto copy_packet = [&](std::uint64_t dwords) {
+    largest = std::max(largest, dwords);
+    std::uint64_t left = copy_.dwords - copy_at % copy_.dwords;
+    std::uint64_t cost = dwords <= left ? dwords : left + dwords;
+    copy_at += cost, p.copy += cost;
+  };
+  bool copies = false;
+  std::uint64_t kernarg_at = kernarg_pos_;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const auto& part = parts[i];
+    if (!runs(part) || count > signal_at_.size()) {
+      p.never = true;
+      return p;
+    }
+    bool on_copy = part.queue == 1;
+    copies |= on_copy;
+    // A wait for each earlier part of the other queue it follows, and that part's signal.
+    for (std::uint32_t a = 0; a < part.after_count; ++a) {
+      if (part.after[a] >= i) continue;
+      if (parts[part.after[a]].queue == part.queue) continue;
+      if (on_copy) copy_packet(sdma::kPollRegmemSize), p.compute += kReleaseDwords, ++p.compute_signals;
+      else p.compute += kWait32Dwords, copy_packet(sdma::kFenceSize), ++p.copy_signals;
+    }
+    switch (part.kind) {
+      case RIG_KIND_WORDS:
+        if (on_copy) copy_packet(part.work.words.count);
+        else p.compute += part.work.words.count;
+        break;
+      case RIG_KIND_FILL: {
+        std::uint64_t n = part.work.fill.ring_units ? part.work.fill.ring_units : kFillDefaultUnits;
+        if (on_copy) copy_packet(n);
+        else p.compute += n;
+        break;
+      }
+      case RIG_KIND_COPY: {
+        const auto& c = part.work.copy;
+        if (!c.dst || (c.fill < 0 && !c.src)) {
+          p.never = true;
+          return p;
+        }
+        for (std::uint32_t b = 0; b < c.count; ++b) {
+          const auto& box = c.boxes[b];
+          if (!box.rows || !box.width) continue;
+          bool flat = box.src_pitch == box.width && box.dst_pitch == box.width;
+          std::uint64_t rows = flat ? 1 : box.rows, bytes = flat ? box.rows * box.width : box.width;
+          std::uint64_t chunks = (bytes + sdma::kMaxChunk - 1) / sdma::kMaxChunk;
+          std::uint64_t packet = c.fill >= 0 ? sdma::kConstFillSize : sdma::kCopyLinearSize;
+          if (rows * chunks > copy_.dwords) {
+            p.never = true;
+            return p;
+          }
+          for (std::uint64_t r = 0; r < rows * chunks; ++r) copy_packet(packet);
+        }
+        break;
+      }
+      case RIG_KIND_LAUNCH: {
+        p.compute += kLaunchDwords;
+        auto* t = static_cast<const LaunchTemplate*>(part.work.launch.launch);
+        std::uint64_t bytes = round_up(t->kernarg_bytes, 64) + 64;  // + a dispatch packet
+        std::uint64_t left = kernargs_.bytes - kernarg_at % kernargs_.bytes;
+        std::uint64_t cost = bytes <= left ? bytes : left + bytes;
+        kernarg_at += cost, p.kernargs += cost;
+        break;
+      }
+    }
+  }
+  if (copies) {
+    p.compute += kReleaseDwords + kWait32Dwords;
+    copy_packet(sdma::kPollRegmemSize);
+    copy_packet(sdma::kFenceSize);
+    ++p.compute_signals, ++p.copy_signals;
+    p.copy += largest;  // blocks smaller than planned may move where the ring's end falls
+  }
+  return p;
+}
+
+void Device::reclaim() {
+  std::uint64_t reached = load(word_);
+  while (flight_tail_ < flight_head_ && flights_[flight_tail_ % kFlights].value <= reached) {
+    auto& f = flights_[flight_tail_ % kFlights];
+    compute_.tail = f.compute_end, copy_.tail = f.copy_end, kernarg_tail_ = f.kernarg_end;
+    ++flight_tail_;
+  }
+}
+
+int Device::room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits) {
+  auto& d = self(edge);
+  if (d.stopped_) return RIG_NEVER;
+  d.reclaim();
+  Plan p = d.plan(parts, count, waits);
+  if (p.never || p.compute > d.compute_.dwords || p.copy > d.copy_.dwords || p.kernargs > d.kernargs_.bytes)
+    return RIG_NEVER;
+  bool idle = d.flight_tail_ == d.flight_head_;
+  if (d.compute_sequence_ + p.compute_signals >= d.o_.sequence_limit ||
+      d.copy_sequence_ + p.copy_signals >= d.o_.sequence_limit) {
+    if (!idle) return RIG_LATER;
+    // Both queues have passed every sequence wait: the words restart at 0.
+    std::memset(d.control_host_ + kComputeSequence, 0, 4);
+    std::memset(d.control_host_ + kCopySequence, 0, 4);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    d.compute_sequence_ = d.copy_sequence_ = 0;
+  }
+  bool fits = d.compute_.wptr + p.compute - d.compute_.tail <= d.compute_.dwords &&
+              d.copy_.wptr + p.copy - d.copy_.tail <= d.copy_.dwords &&
+              d.kernarg_pos_ + p.kernargs - d.kernarg_tail_ <= d.kernargs_.bytes &&
+              d.flight_head_ - d.flight_tail_ < kFlights;
+  if (fits) return RIG_FITS;
+  return idle ? RIG_NEVER : RIG_LATER;
+}
+
+void Device::mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what) {
+  auto& m = marks_[mark_count_++ % kMarks];
+  m.position = position, m.queue = queue, m.value = v, m.part = part;
+  std::snprintf(m.what, sizeof m.what, "%s", what);
+}
+
+void Device::place_words(Ring& ring, std::span<const std::uint32_t> words, bool sdma) {
+  if (sdma) {  // SDMA packets never straddle the ring's end: pad with NOPs (opcode 0) first
+    std::uint64_t left = ring.dwords - ring.wptr % ring.dwords;
+    if (words.size() > left)
+      for (; left; --left) ring.words[ring.wptr++ % ring.dwords] = sdma::kOpNop;
+  }
+  for (auto w : words) ring.words[ring.wptr++ % ring.dwords] = w;
+}
+
+void Device::launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v) {
+  const auto& t = *static_cast<const LaunchTemplate*>(l.launch);
+  // The kernel arguments: the launch's parameters, then the hidden arguments, then an HSA
+  // dispatch packet for kernels that read one (dispatch_ptr).
+  std::uint64_t bytes = round_up(t.kernarg_bytes, 64) + 64;
+  if (kernarg_pos_ % kernargs_.bytes + bytes > kernargs_.bytes)
+    kernarg_pos_ += kernargs_.bytes - kernarg_pos_ % kernargs_.bytes;
+  std::uint64_t at = kernargs_.address + kernarg_pos_ % kernargs_.bytes;
+  kernarg_pos_ += bytes;
+  auto* args = reinterpret_cast<std::byte*>(at);
+  std::memset(args, 0, bytes);
+  std::memcpy(args, l.params, std::min<std::uint64_t>(l.param_bytes, t.kernarg_bytes));
+  std::uint32_t dims = l.groups[2] > 1 || l.threads[2] > 1 ? 3 : l.groups[1] > 1 || l.threads[1] > 1 ? 2 : 1;
+  for (auto& h : t.hidden) {
+    std::uint64_t value = 0;
+    switch (h.kind) {
+      case Hidden::BlockCountX: value = l.groups[0]; break;
+      case Hidden::BlockCountY: value = l.groups[1]; break;
+      case Hidden::BlockCountZ: value = l.groups[2]; break;
+      case Hidden::GroupSizeX: value = l.threads[0]; break;
+      case Hidden::GroupSizeY: value = l.threads[1]; break;
+      case Hidden::GroupSizeZ: value = l.threads[2]; break;
+      case Hidden::GridDims: value = dims; break;
+      case Hidden::DynamicLds: value = l.shared; break;
+      case Hidden::Zero: break;
+    }
+    if (h.offset + std::min<std::uint32_t>(h.size, 8) <= t.kernarg_bytes)
+      std::memcpy(args + h.offset, &value, std::min<std::uint32_t>(h.size, 8));
+  }
+  std::uint64_t packet = at + round_up(t.kernarg_bytes, 64);
+  {  // hsa_kernel_dispatch_packet_t: setup, group and grid sizes, segment sizes, object, args
+    auto* p = reinterpret_cast<std::byte*>(packet);
+    std::uint16_t setup = std::uint16_t(dims);
+    std::uint16_t group[3] = {std::uint16_t(l.threads[0]), std::uint16_t(l.threads[1]), std::uint16_t(l.threads[2])};
+    std::uint32_t grid[3] = {l.groups[0] * l.threads[0], l.groups[1] * l.threads[1], l.groups[2] * l.threads[2]};
+    std::uint32_t segments[2] = {t.private_segment, t.group_segment + l.shared};
+    std::memcpy(p + 2, &setup, 2);
+    std::memcpy(p + 4, group, 6);
+    std::memcpy(p + 12, grid, 12);
+    std::memcpy(p + 24, segments, 8);
+    std::memcpy(p + 32, &t.descriptor, 8);
+    std::memcpy(p + 40, &at, 8);
+  }
+  // User SGPRs, in the order the descriptor's properties list them.
+  std::array<std::uint32_t, 16> user{};
+  std::uint32_t n = 0;
+  auto put64 = [&](std::uint64_t x) {
+    if (n + 2 <= user.size()) user[n] = std::uint32_t(x), user[n + 1] = std::uint32_t(x >> 32);
+    n += 2;
+  };
+  using KD = KernelDescriptor;
+  bool scratch = scratch_.bytes && (t.private_segment || (t.properties & KD::kUsesDynamicStack));
+  if (t.properties & KD::kPrivateSegmentBuffer) {  // a buffer resource over the scratch
+    std::uint64_t base = scratch ? scratch_.address : 0;
+    std::array<std::uint32_t, 4> rsrc{std::uint32_t(base), std::uint32_t(base >> 32) | 1u << 31, 0xffffffffu, 0x20c14000u};
+    for (auto w : rsrc)
+      if (n < user.size()) user[n++] = w;
+  }
+  if (t.properties & KD::kDispatchPtr) put64(packet);
+  if (t.properties & KD::kQueuePtr) put64(0);  // no amd_queue_t: kernels that read it are not supported
+  if (t.properties & KD::kKernargSegmentPtr) put64(at);
+  if (t.properties & KD::kDispatchId) put64(v);
+  if (t.properties & KD::kFlatScratchInit) put64(scratch ? scratch_.address : 0);
+  if (t.properties & KD::kPrivateSegmentSize && n < user.size()) user[n++] = t.private_segment;
+  std::uint32_t lds = (t.group_segment + l.shared + kLdsGranule - 1) / kLdsGranule;
+  std::uint32_t rsrc2 = (t.rsrc2 & ~(0x1ffu << 15)) | (lds & 0x1ff) << 15;
+  std::uint32_t tmpring = 0;
+  if (scratch) {
+    std::uint64_t per_wave = round_up(std::uint64_t(std::max(t.private_segment, 1024u)) * 32, 256);
+    std::uint64_t waves = std::min<std::uint64_t>(scratch_.bytes / per_wave, 0xfff);
+    tmpring = std::uint32_t(waves) | std::uint32_t(per_wave / 256) << 12;  // WAVES, WAVESIZE (256-byte units)
+  }
+  std::uint32_t pgm[2] = {std::uint32_t(t.code >> 8), std::uint32_t(t.code >> 40)};
+  std::uint32_t rsrc12[2] = {t.rsrc1, rsrc2};
+  std::uint32_t zero3[3] = {0, 0, 0};
+  std::uint32_t start_threads[6] = {0, 0, 0, l.threads[0], l.threads[1], l.threads[2]};
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_LO, pgm);
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC1, rsrc12);
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC3, t.rsrc3);
+  pc.set_sh_reg(pm4::reg::COMPUTE_TMPRING_SIZE, tmpring);
+  std::uint32_t scratch_base[2] = {std::uint32_t((scratch ? scratch_.address : 0) >> 8),
+                                   std::uint32_t((scratch ? scratch_.address : 0) >> 40)};
+  pc.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_base);
+  pc.set_sh_reg(pm4::reg::COMPUTE_RESTART_X, zero3);
+  if (t.user_sgprs) pc.set_sh_reg(pm4::reg::COMPUTE_USER_DATA_0, std::span(user).first(t.user_sgprs));
+  pc.set_sh_reg(pm4::reg::COMPUTE_RESOURCE_LIMITS, 0);
+  pc.set_sh_reg(pm4::reg::COMPUTE_START_X, start_threads);
+  pc.dispatch_direct(l.groups[0], l.groups[1], l.groups[2], t.wave32);
+  pc.cs_partial_flush();  // the next part starts once this dispatch has completed
+}
+
+void Device::copy(sdma::Sdma& ps, const rig_copy& c) {
+  for (std::uint32_t b = 0; b < c.count; ++b) {
+    const auto& box = c.boxes[b];
+    if (!box.rows || !box.width) continue;
+    bool flat = box.src_pitch == box.width && box.dst_pitch == box.width;
+    std::uint64_t rows = flat ? 1 : box.rows, bytes = flat ? box.rows * box.width : box.width;
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      std::uint64_t dst = c.dst + box.dst_offset + r * box.dst_pitch;
+      if (c.fill >= 0) ps.fill(dst, std::uint8_t(c.fill), bytes);
+      else ps.copy_linear(dst, c.src + box.src_offset + r * box.src_pitch, bytes);
+    }
+  }
+}
+
+int Device::failed(const char** failure, std::string why) {
+  std::lock_guard g(fault_mutex_);
+  *failure = messages_.emplace_back(std::move(why)).c_str();
+  return RIG_FAILED;
+}
+
+void Device::ring_doorbell(Ring& r) {
+  std::uint64_t pointer = r.bytes ? r.wptr * 4 : r.wptr;
+  std::atomic_thread_fence(std::memory_order_release);  // packets before the pointer
+  __atomic_store_n(r.wptr_memory, pointer, __ATOMIC_RELEASE);
+  __atomic_store_n(r.doorbell, pointer, __ATOMIC_RELEASE);
+}
+
+int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
+                   std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times, const char** failure) {
+  auto& d = self(edge);
+  d.submitted_ = v;  // "the last value rig gave the driver's submit", even if it fails
+  if (d.faulted_.load()) {
+    std::lock_guard g(d.fault_mutex_);
+    return d.failed(failure, d.fault_);
+  }
+  if (d.stopped_) return d.failed(failure, "submit after stop");
+  try {
+    pm4::Pm4 pc(d.gen_, std::span(d.compute_.words, d.compute_.dwords), d.compute_.wptr);
+    sdma::Sdma ps(std::span(d.copy_.words, d.copy_.dwords), d.copy_.wptr);
+    const std::uint64_t seq_c = d.control_.address + kComputeSequence, seq_s = d.control_.address + kCopySequence;
+    const std::uint64_t stamps = d.control_.address + kStamps + (v % kFlights) * 16;
+    bool copies = false;
+    for (std::uint32_t i = 0; i < count; ++i) copies |= parts[i].queue == 1;
+    // Foreign waits: the producer's word, which the GPU reaches through rig_words.
+    auto words_begin = d.words_map_.address, words_end = d.words_map_.address + d.words_map_.bytes;
+    for (std::uint32_t w = 0; w < wait_count; ++w) {
+      auto address = reinterpret_cast<std::uint64_t>(waits[w].word);
+      if (address < words_begin || address + 8 > words_end)
+        return d.failed(failure, fmt::format("value {} waits for device {}'s word at {:#x}, outside rig_words, "
+                                             "which its queues cannot read", v, waits[w].device, address));
+      pc.wait_mem64(address, pm4::Compare::GreaterEqual, waits[w].value);
+    }
+    // Device order: the previous value's dispatches are done and its writes visible.
+    pc.cs_partial_flush();
+    pc.acquire_mem();
+    d.timed_[v % kFlights] = times != nullptr;
+    if (times) {
+      std::memset(reinterpret_cast<void*>(stamps), 0, 16);
+      pc.release_mem({stamps, 0, pm4::DataSel::GpuClock, pm4::IntSel::None, 0, false});
+    }
+    if (copies) {  // the copy queue starts this value after the compute queue got here
+      pc.release_mem({seq_c, ++d.compute_sequence_, pm4::DataSel::Low32, pm4::IntSel::None, 0, false});
+      ps.poll_mem(seq_c, sdma::Compare::GreaterEqual, d.compute_sequence_);
+    }
+    // Which parts a part of the other queue follows: they signal when done.
+    for (std::uint32_t i = 0; i < count; ++i) d.signal_at_[i] = 0;
+    std::array<bool, 64> signals{};
+    for (std::uint32_t i = 0; i < count; ++i)
+      for (std::uint32_t a = 0; a < parts[i].after_count; ++a) {
+        auto j = parts[i].after[a];
+        if (j < i && parts[j].queue != parts[i].queue) signals[j] = true;
+      }
+    for (std::uint32_t i = 0; i < count; ++i) {
+      auto& part = parts[i];
+      bool on_copy = part.queue == 1;
+      for (std::uint32_t a = 0; a < part.after_count; ++a) {
+        auto j = part.after[a];
+        if (j >= i || parts[j].queue == part.queue) continue;
+        if (on_copy) ps.poll_mem(seq_c, sdma::Compare::GreaterEqual, d.signal_at_[j]);
+        else pc.wait_mem32(seq_s, pm4::Compare::GreaterEqual, d.signal_at_[j]);
+      }
+      Ring& ring = on_copy ? d.copy_ : d.compute_;
+      std::uint64_t start = on_copy ? ps.position() : pc.position();
+      switch (part.kind) {
+        case RIG_KIND_WORDS:
+        case RIG_KIND_FILL: {
+          std::span<const std::uint32_t> words;
+          std::array<std::uint32_t, kFillDefaultUnits> fill_words;
+          std::vector<std::uint32_t> big;
+          if (part.kind == RIG_KIND_WORDS) {
+            words = {part.work.words.words, part.work.words.count};
+          } else {
+            auto& f = part.work.fill;
+            std::uint32_t capacity = f.ring_units ? f.ring_units : kFillDefaultUnits;
+            std::uint32_t* buffer = fill_words.data();
+            if (capacity > fill_words.size()) big.resize(capacity), buffer = big.data();
+            FillQueue q{buffer, capacity, 0, on_copy ? kEngineSdma : kEnginePm4, 0, v};
+            if (int code = f.fn(&q, f.arg, v))
+              return d.failed(failure, fmt::format("the fill of value {} part {} returned {}", v, i, code));
+            if (q.count > capacity)
+              return d.failed(failure, fmt::format("the fill of value {} part {} wrote {} dwords, more than its {}", v,
+                                                   i, q.count, capacity));
+            words = {buffer, q.count};
+          }
+          // The writers' positions move on past the words placed by hand.
+          ring.wptr = start;
+          d.place_words(ring, words, on_copy);
+          if (on_copy) ps = sdma::Sdma(std::span(ring.words, ring.dwords), ring.wptr);
+          else pc = pm4::Pm4(d.gen_, std::span(ring.words, ring.dwords), ring.wptr);
+          d.mark(start, part.queue, v, i, part.kind == RIG_KIND_WORDS ? "words" : "a fill");
+          break;
+        }
+        case RIG_KIND_COPY:
+          d.mark(start, 1, v, i, part.work.copy.fill >= 0 ? "a fill of memory" : "a copy");
+          d.copy(ps, part.work.copy);
+          break;
+        case RIG_KIND_LAUNCH: {
+          auto* t = static_cast<const LaunchTemplate*>(part.work.launch.launch);
+          d.mark(start, 0, v, i, t->name);
+          d.launch(pc, part.work.launch, v);
+          break;
+        }
+      }
+      if (signals[i]) {
+        if (on_copy) ps.fence(seq_s, d.signal_at_[i] = ++d.copy_sequence_);
+        else pc.release_mem({seq_c, d.signal_at_[i] = ++d.compute_sequence_, pm4::DataSel::Low32});
+      }
+    }
+    if (copies) {  // the value's copies are done before its word
+      ps.fence(seq_s, ++d.copy_sequence_);
+      pc.wait_mem32(seq_s, pm4::Compare::GreaterEqual, d.copy_sequence_);
+    }
+    if (times) pc.release_mem({stamps + 8, 0, pm4::DataSel::GpuClock, pm4::IntSel::None, 0, false});
+    pc.release_mem({reinterpret_cast<std::uint64_t>(d.word_), v, pm4::DataSel::Data64, pm4::IntSel::None, 0, true});
+    pc.release_mem({d.mailbox_, d.signal_event_, pm4::DataSel::Low32, pm4::IntSel::InterruptAfterWriteConfirm,
+                    d.signal_event_, false});
+    d.compute_.wptr = pc.position();
+    d.flights_[d.flight_head_++ % kFlights] = {v, d.compute_.wptr, copies ? ps.position() : d.copy_.wptr, d.kernarg_pos_};
+    if (copies) {
+      d.copy_.wptr = ps.position();
+      d.ring_doorbell(d.copy_);
+    }
+    d.ring_doorbell(d.compute_);
+  } catch (const std::exception& e) {
+    return d.failed(failure, fmt::format("encoding value {}: {}", v, e.what()));
+  }
+  return RIG_COMMITTED;
+}
+
+void Device::correlate() {
+  std::uint64_t before = rig_now_ns();
+  auto c = kfd_.clock_counters();
+  std::uint64_t after = rig_now_ns();
+  if (!c) return;
+  sync_gpu_ = c->gpu_clock_counter, sync_host_ = before + (after - before) / 2;
+}
+
+std::uint64_t Device::gpu_to_host(std::uint64_t ticks) {
+  auto delta = std::int64_t(ticks - sync_gpu_) * std::int64_t(1'000'000'000 / kGpuClockHz);
+  return std::uint64_t(std::int64_t(sync_host_) + delta);
+}
+
+int Device::settle(void* edge, std::uint64_t v, std::uint64_t* times, const char** failure) {
+  auto& d = self(edge);
+  if (times[0] || times[1]) return RIG_OK;  // "a later call finds the times written and leaves them"
+  if (!d.timed_[v % kFlights]) return d.failed(failure, fmt::format("value {} was not timed", v));
+  auto* stamps = reinterpret_cast<const volatile std::uint64_t*>(d.control_host_ + kStamps + (v % kFlights) * 16);
+  std::uint64_t start = stamps[0], end = stamps[1];
+  if (!start || !end) return d.failed(failure, fmt::format("value {} has a stamp its work never wrote", v));
+  if (rig_now_ns() - d.sync_host_ > 1'000'000'000) d.correlate();  // drift stays small
+  times[0] = d.gpu_to_host(start), times[1] = std::max(d.gpu_to_host(end), times[0]);
+  return RIG_OK;
+}
+
+// ---- Sleeping and faults.
+
+std::string Device::describe_stop(int queue) const {
+  const Ring& r = queue == 0 ? compute_ : copy_;
+  std::uint64_t reported = load(r.rptr_memory);
+  if (r.bytes) reported /= 4;
+  // The engine may report its read pointer within the ring or counted from the start: either
+  // way it lies at most a ring behind the write pointer.
+  std::uint64_t behind = (r.wptr % r.dwords + r.dwords - reported % r.dwords) % r.dwords;
+  std::uint64_t rptr = r.wptr - behind;
+  std::uint32_t header = r.words[rptr % r.dwords];
+  std::string packet = queue == 0 ? fmt::format("PM4 header {:#010x} (opcode {:#04x})", header, (header >> 8) & 0xff)
+                                  : fmt::format("SDMA header {:#010x} (opcode {})", header, header & 0xff);
+  const Mark* best = nullptr;
+  for (std::uint64_t i = mark_count_ > kMarks ? mark_count_ - kMarks : 0; i < mark_count_; ++i) {
+    const auto& m = marks_[i % kMarks];
+    if (int(m.queue) == queue && m.position <= rptr && (!best || m.position >= best->position)) best = &m;
+  }
+  std::string where = best ? fmt::format(" in {} (value {} part {})", best->what, best->value, best->part) : "";
+  return fmt::format("{} stopped at ring dword {:#x}, {}{}", queue == 0 ? "COMPUTE:0" : "COPY:0", rptr, packet, where);
+}
+
+void Device::sleep(std::uint64_t v, std::chrono::nanoseconds most) {
+  if (faulted_.load()) {
+    std::lock_guard g(fault_mutex_);
+    throw edge::Fault(fault_);
+  }
+  if (load(word_) >= v) return;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(most).count();
+  std::array<kfd_event_data, 3> events{};
+  events[0].event_id = signal_event_, events[1].event_id = memory_event_, events[2].event_id = hw_event_;
+  auto r = kfd_.wait_events(events, std::uint32_t(std::clamp<long long>(ms, 1, 1000)));
+  if (!r) throw edge::Fault(r.error().what);
+  std::string why;
+  const auto& mem = events[1].memory_exception_data;
+  const auto& hw = events[2].hw_exception_data;
+  bool busy_compute = load(compute_.rptr_memory) % compute_.dwords != compute_.wptr % compute_.dwords;
+  bool busy_copy = load(copy_.rptr_memory) / 4 % copy_.dwords != copy_.wptr % copy_.dwords;
+  if (mem.gpu_id) {
+    std::string kind = mem.failure.ReadOnly ? "write to a read-only page" : mem.failure.NoExecute ? "execute" : "page not present";
+    why = fmt::format("page fault at {:#x} ({})", std::uint64_t(mem.va), kind);
+    if (busy_compute) why += "; " + describe_stop(0);
+    if (busy_copy) why += "; " + describe_stop(1);
+  } else if (hw.gpu_id) {
+    why = fmt::format("the GPU reported a hardware exception ({}{})",
+                      hw.reset_cause == KFD_HW_EXCEPTION_ECC ? "ECC error" : "queue hang",
+                      hw.memory_lost ? ", memory lost" : "");
+    if (busy_compute) why += "; " + describe_stop(0);
+    if (busy_copy) why += "; " + describe_stop(1);
+  } else {
+    return;
+  }
+  {
+    std::lock_guard g(fault_mutex_);
+    if (fault_.empty()) fault_ = why;
+    why = fault_;
+  }
+  faulted_ = true;
+  throw edge::Fault(why);
+}
+
+void Device::stop(std::string_view) {
+  if (stopped_) return;
+  stopped_ = true;
+  for (Ring* r : {&compute_, &copy_}) {
+    if (r->created) kfd_.destroy_queue(r->queue_id), r->created = false;
+    drop_block(r->ring);
+  }
+  std::uint32_t ids[3] = {signal_event_, memory_event_, hw_event_};
+  for (int i = 0; i < 3; ++i)
+    if (events_made_[i]) kfd_.destroy_event(ids[i]), events_made_[i] = false;
+  drop_block(kernargs_);
+  drop_block(eop_);
+  drop_block(cwsr_);
+  drop_block(control_);
+  drop_block(words_map_);
+  drop_block(word_map_);
+  // The queues are gone: the word shows the dropped values, after which rig frees memory.
+  if (submitted_ > load(word_)) __atomic_store_n(word_, submitted_, __ATOMIC_RELEASE);
+}
+
+}  // namespace
+
+Result<std::vector<GpuInfo>> gpus(os::Seam& seam) {
+  auto topology = read_topology(seam);
+  if (!topology) return std::unexpected(topology.error());
+  std::vector<GpuInfo> out;
+  for (std::size_t i = 0; i < topology->size(); ++i) {
+    auto& g = (*topology)[i];
+    out.push_back({int(i), g.arch, g.gpu_id, g.vram_bytes, g.bus()});
+  }
+  return out;
+}
+
+edge::Opener<> opener(int index, os::Seam& seam, Options options) {
+  for (std::uint32_t bytes : {options.compute_ring_bytes, options.copy_ring_bytes, options.kernarg_bytes})
+    if (bytes < 4096 || (bytes & (bytes - 1)))
+      throw std::invalid_argument(fmt::format("AMD:{}: ring size {} is not a power of two of at least 4096", index, bytes));
+  std::string name = fmt::format("AMD:{}", index);
+  return {name, [index, &seam, options, name](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
+            auto topology = read_topology(seam);
+            if (!topology) return std::unexpected(fmt::format("{}: no KFD topology: {}", name, topology.error()));
+            if (index < 0 || std::size_t(index) >= topology->size())
+              return std::unexpected(fmt::format("{}: the KFD topology lists {} GPUs", name, topology->size()));
+            auto device = std::make_unique<Device>(seam, (*topology)[std::size_t(index)], index, options, word);
+            if (auto opened = device->open(); !opened) {
+              device->stop("the open failed");
+              return std::unexpected(fmt::format("{}: {}", name, opened.error()));
+            }
+            return std::unique_ptr<edge::Driver>(std::move(device));
+          }};
+}
+
+}  // namespace rig::amd

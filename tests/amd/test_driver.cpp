@@ -1,0 +1,386 @@
+// The AMD driver (amdgpu/) on the simulator (tests/sim/amd/), through rig's public API: each
+// test is one promise of amdgpu/amd.hpp.
+#include <doctest/doctest.h>
+
+#include <rig/amd_abi.hpp>
+#include <rig/rig.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "fake_driver.hpp"
+#include "kfd.hpp"
+#include "pm4.hpp"
+#include "sdma.hpp"
+#include "support.hpp"
+
+using namespace rig;
+using namespace rig::test::amd;
+namespace pm4 = rig::amd::pm4;
+namespace sdma = rig::amd::sdma;
+
+namespace {
+
+// PM4 WRITE_DATA of `values` at `address`.
+std::vector<std::uint32_t> pm4_write(std::uint64_t address, std::vector<std::uint32_t> values) {
+  std::vector<std::uint32_t> w(pm4::Pm4::write_data_size(std::uint32_t(values.size())));
+  pm4::Pm4(pm4::Gen::Gfx11, w).write_data(address, values);
+  return w;
+}
+
+std::uint32_t read_u32(const Buffer& b, std::size_t i = 0) {
+  return b.read<std::uint32_t>([&](std::span<const std::uint32_t> x) { return x[i]; });
+}
+
+}  // namespace
+
+TEST_CASE("the device's facts come from the KFD topology") {
+  auto& sim = simulator();
+  Opened d(sim);
+  const auto& f = d->facts();
+  CHECK(d->name() == "AMD:0");
+  CHECK(f.arch == "gfx1100");
+  CHECK(f.budget == sim.config().vram_bytes);
+  REQUIRE(f.queues.size() == 2);
+  CHECK(f.queues[0].name == "COMPUTE:0");
+  CHECK(f.queues[0].runs == std::vector<Kind>{Kind::Words, Kind::Fill, Kind::Launch});
+  CHECK(f.queues[1].name == "COPY:0");
+  CHECK(f.queues[1].runs == std::vector<Kind>{Kind::Words, Kind::Copy, Kind::Fill});
+  CHECK(f.copy_engine == std::optional<int>(1));
+  CHECK(f.completion == edge::Completion::Store);
+  CHECK((f.waits.stores && f.waits.hosts));
+  CHECK(f.host_addresses);
+  CHECK(f.maps_host);
+  CHECK(f.alignment == 4096);
+  CHECK(f.cache_bytes == std::optional<std::size_t>(4u << 20));
+  CHECK(f.hang_ms == std::optional<int>(10'000));
+  CHECK(f.bus == std::optional<std::string>("0000:03:00.0"));
+  const auto* abi = d->capability(rig::amd::kAbi);
+  REQUIRE(abi);
+  CHECK(abi->arch == "gfx1100");
+  CHECK(abi->wave_size == 32);
+  CHECK(abi->compute_units == sim.config().compute_units);
+  CHECK(abi->lds_bytes == 64 * 1024);
+  CHECK(abi->timeline_word == reinterpret_cast<std::uint64_t>(&rig_words[d->index()]));
+}
+
+TEST_CASE("gpus lists the topology's GPUs, and a missing GPU makes make an Error") {
+  auto& sim = simulator();
+  auto list = rig::amd::gpus(sim);
+  REQUIRE(list);
+  REQUIRE(list->size() == 1);
+  CHECK((*list)[0].arch == "gfx1100");
+  CHECK((*list)[0].gpu_id == sim.config().gpu_id);
+  auto& none = simulator({.gpu_present = false});
+  CHECK(rig::amd::gpus(none)->empty());
+  auto d = rig::open(rig::amd::opener(0, none));
+  REQUIRE(!d);
+  CHECK(d.error().find("lists 0 GPUs") != std::string::npos);
+  CHECK_THROWS_AS(rig::amd::opener(0, sim, {.compute_ring_bytes = 5000}), std::invalid_argument);
+}
+
+TEST_CASE("an open that KFD refuses is an Error and leaves nothing behind") {
+  auto& sim = simulator();
+  sim.fail_next_ioctl(AMDKFD_IOC_CREATE_QUEUE, -ENOMEM);
+  auto d = rig::open(rig::amd::opener(0, sim));
+  REQUIRE(!d);
+  CHECK(d.error().find("AMDKFD_IOC_CREATE_QUEUE: ENOMEM") != std::string::npos);
+  CHECK(sim.live_queues() == 0);
+  CHECK(sim.live_events() == 0);
+  CHECK(sim.live_buffers() <= 1);  // at most the process's event page, which KFD keeps
+}
+
+TEST_CASE("a gfx9.4 GPU is refused: its packets are not built yet") {
+  auto& sim = simulator({.arch = "gfx942"});
+  auto d = rig::open(rig::amd::opener(0, sim));
+  REQUIRE(!d);
+  CHECK(d.error().find("gfx942") != std::string::npos);
+  CHECK(d.error().find("not built yet") != std::string::npos);
+}
+
+TEST_CASE("memory has one address for the host and the GPU, and the budget is VRAM") {
+  auto& sim = simulator();
+  Opened d(sim);
+  Buffer b = Buffer::create(d, 10000);
+  REQUIRE(b.host_address());
+  CHECK(*b.host_address() == b.address());
+  CHECK(b.address() % 4096 == 0);
+  b.write<std::uint32_t>([](std::span<std::uint32_t> x) { x[0] = 7; });
+  // A PM4 WRITE_DATA (the GPU's own store) lands where the host reads.
+  auto words = words_buffer(d, pm4_write(b.address() + 4, {42}));
+  Run run;
+  submit(words_part(d, words), run, {}, {}).wait();
+  CHECK(read_u32(b, 0) == 7);
+  CHECK(read_u32(b, 1) == 42);
+  CHECK_THROWS_AS(Buffer::create(d, sim.config().vram_bytes * 2), OutOfMemory);
+}
+
+TEST_CASE("words on COPY:0 run as SDMA packets, and a fill writes packets of its queue's format") {
+  auto& sim = simulator();
+  Opened d(sim);
+  Buffer out = Buffer::create(d, 64);
+  out.write<std::uint32_t>([](std::span<std::uint32_t> x) { std::fill(x.begin(), x.end(), 0u); });
+  std::vector<std::uint32_t> w(8);
+  sdma::Sdma(w).fence(out.address(), 0xfeed);
+  Run run;
+  submit(words_part(d, words_buffer(d, std::span(w).first(sdma::kFenceSize)), "COPY:0"), run, {}, {}).wait();
+  CHECK(read_u32(out, 0) == 0xfeed);
+
+  // A fill: C code that appends a packet for the queue it is given.
+  struct Arg {
+    std::uint64_t address;
+  };
+  Buffer arg = Buffer::create(d, sizeof(Arg));
+  arg.write<Arg>([&](std::span<Arg> a) { a[0].address = out.address() + 8; });
+  auto fill = [](void* queue, void* a, std::uint64_t v) -> int {
+    auto& q = *static_cast<rig::amd::FillQueue*>(queue);
+    auto address = static_cast<Arg*>(a)->address;
+    if (q.engine == rig::amd::kEngineSdma) {
+      sdma::Sdma s(std::span(q.words + q.count, q.capacity - q.count));
+      s.fence(address, std::uint32_t(v));
+      q.count += s.size();
+    } else {
+      pm4::Pm4 p(pm4::Gen::Gfx11, std::span(q.words + q.count, q.capacity - q.count));
+      p.write_data(address + 4, std::array<std::uint32_t, 1>{std::uint32_t(v) + 1000});
+      q.count += p.size();
+    }
+    return 0;
+  };
+  std::vector<Submission::Part> parts{{"COPY:0", {}, Submission::Fill{fill, arg, 16, 0}},
+                                      {"COMPUTE:0", {0}, Submission::Fill{fill, arg, 16, 0}}};
+  auto s = Submission::make(d, parts, 0, 0);
+  auto p = submit(s, run, {}, {});
+  p.wait();
+  CHECK(read_u32(out, 2) == p.value());
+  CHECK(read_u32(out, 3) == p.value() + 1000);
+}
+
+TEST_CASE("copies and fills of boxes run on the copy engine, rows and pitches kept") {
+  auto& sim = simulator();
+  Opened d(sim);
+  Buffer src = Buffer::create(d, 4096), dst = Buffer::create(d, 4096);
+  src.write<std::uint8_t>([](std::span<std::uint8_t> x) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint8_t(i * 7);
+  });
+  dst.write<std::uint8_t>([](std::span<std::uint8_t> x) { std::fill(x.begin(), x.end(), 0); });
+  Box box{16, 32, 10, 5, 100, 50};  // 5 rows of 10 bytes
+  Box flat{0, 1000, 64, 4, 64, 64};  // 4 contiguous rows: one fill of 256 bytes
+  std::vector<Submission::Part> parts{{"", {}, Submission::Copy{{src, 0}, {dst, 0}, {box}, std::nullopt}},
+                                      {"", {0}, Submission::Copy{{src, 0}, {dst, 0}, {flat}, std::byte{0x5a}}}};
+  auto s = Submission::make(d, parts, 0, 0);
+  Run run;
+  submit(s, run, {}, {}).wait();
+  auto sb = src.read<std::uint8_t>([](auto x) { return std::vector<std::uint8_t>(x.begin(), x.end()); });
+  auto db = dst.read<std::uint8_t>([](auto x) { return std::vector<std::uint8_t>(x.begin(), x.end()); });
+  for (std::size_t r = 0; r < 5; ++r)
+    for (std::size_t c = 0; c < 10; ++c) CHECK(db[32 + r * 50 + c] == sb[16 + r * 100 + c]);
+  CHECK(db[32 + 10] == 0);  // outside the rows
+  CHECK(db[31] == 0);
+  for (std::size_t i = 1000; i < 1256; ++i) CHECK(db[i] == 0x5a);
+  CHECK(db[1256] == 0);
+  CHECK(sim.sdma_packets() >= 5);
+}
+
+TEST_CASE("a part on COPY:0 after a compute part starts once that part has completed") {
+  auto& sim = simulator();
+  Opened d(sim);
+  Buffer flag = Buffer::create(d, 4096), data = Buffer::create(d, 4096), out = Buffer::create(d, 4096);
+  flag.write<std::uint32_t>([](auto x) { x[0] = 0; });
+  data.write<std::uint32_t>([](auto x) { x[0] = 1; });
+  out.write<std::uint32_t>([](auto x) { x[0] = 0; });
+  // Compute: wait for the host's flag, then write 2 into data. Copy (after it): data -> out.
+  std::vector<std::uint32_t> w(64);
+  pm4::Pm4 p(pm4::Gen::Gfx11, w);
+  p.wait_mem32(flag.address(), pm4::Compare::Equal, 1);
+  p.write_data(data.address(), std::array<std::uint32_t, 1>{2});
+  auto words = words_buffer(d, std::span(w).first(p.size()));
+  std::vector<Submission::Part> parts{{"COMPUTE:0", {}, Submission::Words{words}},
+                                      {"COPY:0", {0}, Submission::Copy{{data, 0}, {out, 0}, {Box::row(4)}, std::nullopt}}};
+  auto s = Submission::make(d, parts, 0, 0);
+  Run run;
+  auto point = submit(s, run, {}, {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(!point.reached());
+  reinterpret_cast<volatile std::uint32_t*>(*flag.host_address())[0] = 1;  // the GPU polls it
+  point.wait();
+  CHECK(read_u32(out) == 2);
+}
+
+TEST_CASE("the queue waits in place for another device's timeline word") {
+  auto& sim = simulator();
+  Opened d(sim);
+  auto [opener, control] = fake::opener("FAKE:amd-producer", {.runs_when_asleep = false});
+  auto producer = rig::open(opener);
+  REQUIRE(producer);
+  Buffer out = Buffer::create(d, 4096);
+  out.write<std::uint32_t>([](auto x) { x[0] = 0; });
+  // The producer's work: a Words part on the fake device, which runs when the test steps it.
+  Buffer nothing = Buffer::create(*producer, 4);
+  Submission::Part pp{"", {}, Submission::Words{nothing}};
+  auto ps = Submission::make(*producer, std::span(&pp, 1), 0, 0);
+  Run run;
+  auto produced = submit(ps, run, {}, {});
+  auto words = words_buffer(d, pm4_write(out.address(), {5}));
+  auto consumed = submit(words_part(d, words), run, {}, {}, std::array<Point, 1>{produced});
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(read_u32(out) == 0);  // the GPU queue waits on the producer's word
+  CHECK(!consumed.reached());
+  control->step();
+  consumed.wait();
+  CHECK(read_u32(out) == 5);
+  producer->close();
+}
+
+TEST_CASE("values complete in order and the word reaches the last, across ring wraps") {
+  auto& sim = simulator();
+  Opened d(sim, {.compute_ring_bytes = 4096, .copy_ring_bytes = 4096, .kernarg_bytes = 4096});
+  Buffer out = Buffer::create(d, 4096);
+  Buffer src = Buffer::create(d, 4096);
+  src.write<std::uint32_t>([](auto x) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint32_t(i);
+  });
+  std::vector<Submission> subs;
+  for (std::uint32_t i = 0; i < 16; ++i) {
+    auto words = words_buffer(d, pm4_write(out.address() + 4 * i, {i + 100}));
+    std::vector<Submission::Part> parts{
+        {"COMPUTE:0", {}, Submission::Words{words}},
+        {"COPY:0", {0}, Submission::Copy{{src, 0}, {out, 0}, {Box::row(4, 4 * (i + 16), 4 * (i + 16))}, std::nullopt}}};
+    subs.push_back(Submission::make(d, parts, 0, 0));
+  }
+  Run run;
+  Point last;
+  for (int round = 0; round < 20; ++round)
+    for (auto& s : subs) last = submit(s, run, {}, {});
+  last.wait();
+  CHECK(d->signaled() == last.value());
+  for (std::uint32_t i = 0; i < 16; ++i) {
+    CHECK(read_u32(out, i) == i + 100);
+    CHECK(read_u32(out, i + 16) == i + 16);
+  }
+}
+
+TEST_CASE("the queues' sequence words restart when they reach the limit") {
+  auto& sim = simulator();
+  Opened d(sim, {.sequence_limit = 8});
+  Buffer src = Buffer::create(d, 4096), dst = Buffer::create(d, 4096);
+  Run run;
+  for (std::uint32_t i = 0; i < 40; ++i) {
+    src.write<std::uint32_t>([&](auto x) { x[0] = i; });
+    auto words = words_buffer(d, pm4_write(src.address() + 8, {i}));
+    std::vector<Submission::Part> parts{{"COMPUTE:0", {}, Submission::Words{words}},
+                                        {"COPY:0", {0}, Submission::Copy{{src, 0}, {dst, 0}, {Box::row(12)}, std::nullopt}}};
+    auto s = Submission::make(d, parts, 0, 0);
+    submit(s, run, {}, {}).wait();
+    CHECK(read_u32(dst, 0) == i);
+    CHECK(read_u32(dst, 2) == i);
+  }
+}
+
+TEST_CASE("a malformed packet loses the device, naming the packet and the part") {
+  auto& sim = simulator();
+  Opened d(sim);
+  std::vector<std::uint32_t> bad{pm4::header(0x77, 1), 0};
+  Run run;
+  auto p = submit(words_part(d, words_buffer(d, bad)), run, {}, {});
+  try {
+    p.wait();
+    FAIL("the wait returned");
+  } catch (const Lost& e) {
+    CHECK(e.why().find("hardware exception") != std::string::npos);
+    CHECK(e.why().find("opcode 0x77") != std::string::npos);
+    CHECK(e.why().find("words (value 1 part 0)") != std::string::npos);
+  }
+  REQUIRE(!sim.faults().empty());
+  CHECK(sim.faults().back().find("PM4 opcode 0x77") != std::string::npos);
+  CHECK_THROWS_AS(Buffer::create(d, 16), Lost);
+}
+
+TEST_CASE("a device whose queue makes no progress is lost after hang_ms") {
+  auto& sim = simulator();
+  Opened d(sim, {.hang_ms = 100});
+  sim.hold(true);
+  Run run;
+  std::vector<std::uint32_t> nop(4);
+  pm4::Pm4(pm4::Gen::Gfx11, nop).nop(4);
+  auto p = submit(words_part(d, words_buffer(d, nop)), run, {}, {});
+  CHECK_THROWS_WITH_AS(p.wait(), doctest::Contains("no progress for 100 ms"), Lost);
+  sim.hold(false);
+}
+
+TEST_CASE("room refuses what the queues can never hold") {
+  auto& sim = simulator();
+  Opened d(sim, {.compute_ring_bytes = 4096});
+  std::vector<std::uint32_t> big(2000);
+  pm4::Pm4(pm4::Gen::Gfx11, big).nop(2000);
+  Run run;
+  CHECK_THROWS_AS(submit(words_part(d, words_buffer(d, big)), run, {}, {}), std::invalid_argument);
+}
+
+TEST_CASE("closing returns every buffer, queue and event the device made, and it opens again") {
+  auto& sim = simulator();
+  {
+    Opened d(sim);
+    CHECK(sim.live_queues() == 2);
+  }
+  CHECK(sim.live_queues() == 0);
+  CHECK(sim.live_events() == 0);
+  CHECK(sim.live_buffers() == 1);  // the process's event page, which KFD keeps until exit
+  // The name opens a new device, on the same KFD process state (render node, event page).
+  {
+    Opened d(sim);
+    Buffer b = Buffer::create(d, 4096);
+    auto words = words_buffer(d, pm4_write(b.address(), {9}));
+    Run run;
+    submit(words_part(d, words), run, {}, {}).wait();
+    CHECK(read_u32(b) == 9);
+  }
+  CHECK(sim.live_queues() == 0);
+}
+
+TEST_CASE("map_host maps page-aligned host memory at its own address") {
+  auto& sim = simulator();
+  auto make = rig::amd::opener(0, sim).make;
+  alignas(8) static std::uint64_t word = 0;
+  auto driver = make(&word);
+  REQUIRE(driver);
+  auto* memory = static_cast<std::byte*>(std::aligned_alloc(4096, 8192));
+  auto mapped = (*driver)->map_host(reinterpret_cast<std::uintptr_t>(memory), 8192);
+  REQUIRE(std::holds_alternative<edge::Region>(mapped));
+  auto where = (*driver)->locate(std::get<edge::Region>(mapped));
+  CHECK(where.address == std::optional<std::uint64_t>(reinterpret_cast<std::uint64_t>(memory)));
+  CHECK(std::holds_alternative<edge::Never>((*driver)->map_host(reinterpret_cast<std::uintptr_t>(memory) + 8, 64)));
+  (*driver)->free(std::get<edge::Region>(mapped));
+  (*driver)->stop("done");
+  std::free(memory);
+}
+
+TEST_CASE("settle gives a timed value's start and end on the host clock") {
+  auto& sim = simulator();
+  auto make = rig::amd::opener(0, sim).make;
+  alignas(8) static volatile std::uint64_t word = 0;
+  auto driver = make(&word);
+  REQUIRE(driver);
+  auto facts = (*driver)->facts();
+  auto* c = *static_cast<const rig_driver* const*>(facts.edge);
+  std::vector<std::uint32_t> nop(4);
+  pm4::Pm4(pm4::Gen::Gfx11, nop).nop(4);
+  rig_part part{};
+  part.queue = 0, part.kind = RIG_KIND_WORDS;
+  part.work.words = {nop.data(), nop.size()};
+  REQUIRE(c->room(facts.edge, &part, 1, 0) == RIG_FITS);
+  std::uint64_t times[2] = {0, 0};
+  const char* failure = nullptr;
+  std::uint64_t before = rig_now_ns();
+  REQUIRE(c->submit(facts.edge, &part, 1, nullptr, 0, 1, times, &failure) == RIG_COMMITTED);
+  while (__atomic_load_n(&word, __ATOMIC_ACQUIRE) < 1) std::this_thread::yield();
+  std::uint64_t after = rig_now_ns();
+  REQUIRE(c->settle(facts.edge, 1, times, &failure) == RIG_OK);
+  CHECK(times[0] <= times[1]);
+  CHECK(times[0] + 2'000'000 >= before);  // within the correlation's error of 2 ms
+  CHECK(times[1] <= after + 2'000'000);
+  std::uint64_t kept[2] = {times[0], times[1]};
+  REQUIRE(c->settle(facts.edge, 1, times, &failure) == RIG_OK);  // a later call leaves them
+  CHECK((times[0] == kept[0] && times[1] == kept[1]));
+  (*driver)->stop("done");
+}

@@ -1,0 +1,309 @@
+// The PM4 and SDMA builders (amdgpu/abi/) read back by the simulator's own decoder
+// (tests/sim/amd/decode.hpp): every field a builder writes is the field the decoder reads.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <vector>
+
+#include "decode.hpp"
+#include "pm4.hpp"
+#include "sdma.hpp"
+
+using namespace rig::amd;
+namespace sim = rig::sim::amd;
+
+namespace {
+
+// Decodes every packet of `words` (which must hold whole packets) with the PM4 decoder.
+std::vector<sim::Decoded<sim::Pm4Packet>> pm4_packets(std::span<const std::uint32_t> words) {
+  std::vector<sim::Decoded<sim::Pm4Packet>> out;
+  while (!words.empty()) {
+    auto r = sim::decode_pm4(words);
+    if (auto* bad = std::get_if<sim::Malformed>(&r)) FAIL(bad->why);
+    REQUIRE(std::holds_alternative<sim::Decoded<sim::Pm4Packet>>(r));
+    auto d = std::get<sim::Decoded<sim::Pm4Packet>>(r);
+    words = words.subspan(d.dwords);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<sim::Decoded<sim::SdmaPacket>> sdma_packets(std::span<const std::uint32_t> words) {
+  std::vector<sim::Decoded<sim::SdmaPacket>> out;
+  while (!words.empty()) {
+    auto r = sim::decode_sdma(words);
+    if (auto* bad = std::get_if<sim::Malformed>(&r)) FAIL(bad->why);
+    REQUIRE(std::holds_alternative<sim::Decoded<sim::SdmaPacket>>(r));
+    auto d = std::get<sim::Decoded<sim::SdmaPacket>>(r);
+    words = words.subspan(d.dwords);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+template <class T, class D>
+const T& as(const D& d) {
+  REQUIRE(std::holds_alternative<T>(d.packet));
+  return std::get<T>(d.packet);
+}
+
+std::string malformed(std::span<const std::uint32_t> words, bool sdma = false) {
+  if (sdma) {
+    auto r = sim::decode_sdma(words);
+    return std::holds_alternative<sim::Malformed>(r) ? std::get<sim::Malformed>(r).why : "";
+  }
+  auto r = sim::decode_pm4(words);
+  return std::holds_alternative<sim::Malformed>(r) ? std::get<sim::Malformed>(r).why : "";
+}
+
+}  // namespace
+
+TEST_CASE("SET_SH_REG writes consecutive compute registers") {
+  std::array<std::uint32_t, 16> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, w);
+  std::array<std::uint32_t, 3> v{7, 8, 9};
+  p.set_sh_reg(pm4::reg::COMPUTE_NUM_THREAD_X, v);
+  CHECK(p.size() == pm4::Pm4::set_sh_reg_size(3));
+  auto ps = pm4_packets(std::span(w).first(p.size()));
+  REQUIRE(ps.size() == 1);
+  auto& s = as<sim::SetShReg>(ps[0]);
+  CHECK(s.first == 0xB81C / 4);
+  CHECK(s.values == std::vector<std::uint32_t>{7, 8, 9});
+  CHECK(ps[0].name == "SET_SH_REG");
+}
+
+TEST_CASE("SET_SH_REG refuses registers outside the SH range") {
+  std::array<std::uint32_t, 16> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, w);
+  std::array<std::uint32_t, 2> v{1, 2};
+  CHECK_THROWS_AS(p.set_sh_reg(0x2FFF, v), std::invalid_argument);
+  CHECK_THROWS_AS(p.set_sh_reg(0x2000, 1), std::invalid_argument);
+  CHECK(p.size() == 0);
+}
+
+TEST_CASE("DISPATCH_DIRECT sets wave32 and start-at-zero in the initiator") {
+  std::array<std::uint32_t, 16> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, w);
+  p.dispatch_direct(4, 2, 1, true);
+  p.dispatch_direct(1, 1, 3, false);
+  auto ps = pm4_packets(std::span(w).first(p.size()));
+  REQUIRE(ps.size() == 2);
+  auto& a = as<sim::DispatchDirect>(ps[0]);
+  CHECK((a.x == 4 && a.y == 2 && a.z == 1));
+  CHECK(a.wave32);
+  CHECK((a.initiator & 1));         // COMPUTE_SHADER_EN
+  CHECK((a.initiator & (1u << 2)));  // FORCE_START_AT_000
+  CHECK(!as<sim::DispatchDirect>(ps[1]).wave32);
+  CHECK_THROWS_AS(p.dispatch_direct(0, 1, 1, true), std::invalid_argument);
+}
+
+TEST_CASE("RELEASE_MEM stores the timeline value at end of pipe with cache actions and an interrupt") {
+  std::array<std::uint32_t, 32> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, w);
+  p.release_mem({0x7f0012345678, 0x1122334455667788, pm4::DataSel::Data64, pm4::IntSel::None, 0, true});
+  p.release_mem({0x1000, 42, pm4::DataSel::Low32, pm4::IntSel::InterruptAfterWriteConfirm, 9, false});
+  p.release_mem({0x2000, 0, pm4::DataSel::GpuClock, pm4::IntSel::None, 0, false});
+  auto ps = pm4_packets(std::span(w).first(p.size()));
+  REQUIRE(ps.size() == 3);
+  auto& a = as<sim::ReleaseMem>(ps[0]);
+  CHECK(a.event_index == 5);  // end of pipe
+  CHECK(a.address == 0x7f0012345678);
+  CHECK(a.data == 0x1122334455667788);
+  CHECK(a.data_sel == 2);
+  CHECK(a.int_sel == 0);
+  CHECK((a.gcr_cntl & (1u << 21)));  // GL2 write-back
+  CHECK((a.gcr_cntl & (1u << 15)));  // GL1 invalidate on gfx11
+  auto& b = as<sim::ReleaseMem>(ps[1]);
+  CHECK((b.data_sel == 1 && b.data == 42 && b.int_sel == 2 && b.context == 9 && b.gcr_cntl == 0));
+  CHECK(as<sim::ReleaseMem>(ps[2]).data_sel == 3);
+}
+
+TEST_CASE("RELEASE_MEM refuses a misaligned address, and gfx12 takes no GL1 or GLM actions") {
+  std::array<std::uint32_t, 32> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, w);
+  CHECK_THROWS_AS(p.release_mem({0x1004, 1, pm4::DataSel::Data64}), std::invalid_argument);
+  CHECK(p.size() == 0);
+  pm4::Pm4 q(pm4::Gen::Gfx12, w);
+  q.release_mem({0x1000, 1, pm4::DataSel::Data64});
+  q.acquire_mem();
+  auto ps = pm4_packets(std::span(w).first(q.size()));
+  CHECK((as<sim::ReleaseMem>(ps[0]).gcr_cntl & (1u << 15 | 1u << 12 | 1u << 13)) == 0);
+  CHECK((as<sim::AcquireMem>(ps[1]).gcr_cntl & (1u << 9 | 1u << 4 | 1u << 5)) == 0);
+}
+
+TEST_CASE("gfx9.4 cache-touching packets are not built yet") {
+  std::array<std::uint32_t, 32> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx9_4, w);
+  CHECK_THROWS_WITH_AS(p.release_mem({0x1000, 1, pm4::DataSel::Data64}), doctest::Contains("not built yet"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(p.acquire_mem(), std::invalid_argument);
+  CHECK_THROWS_AS(p.dispatch_direct(1, 1, 1, true), std::invalid_argument);
+}
+
+TEST_CASE("ACQUIRE_MEM invalidates over all memory") {
+  std::array<std::uint32_t, 16> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, w);
+  p.acquire_mem();
+  auto ps = pm4_packets(std::span(w).first(p.size()));
+  auto& a = as<sim::AcquireMem>(ps[0]);
+  CHECK(a.base == 0);
+  CHECK(a.size == 0xffffffffffull);
+  CHECK((a.gcr_cntl & 1));          // instruction cache
+  CHECK((a.gcr_cntl & (1u << 14)));  // GL2 invalidate
+}
+
+TEST_CASE("WAIT_REG_MEM64 waits for another device's 64-bit word to reach a value") {
+  std::array<std::uint32_t, 32> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, w);
+  p.wait_mem64(0x7f0000001008, pm4::Compare::GreaterEqual, 0x100000005);
+  p.wait_mem32(0x4004, pm4::Compare::Equal, 3, 0xff);
+  auto ps = pm4_packets(std::span(w).first(p.size()));
+  auto& a = as<sim::WaitMem>(ps[0]);
+  CHECK((a.wide && a.function == 5 && a.address == 0x7f0000001008 && a.reference == 0x100000005));
+  CHECK(a.mask == ~0ull);
+  auto& b = as<sim::WaitMem>(ps[1]);
+  CHECK((!b.wide && b.function == 3 && b.reference == 3 && b.mask == 0xff));
+  CHECK_THROWS_AS(p.wait_mem64(0x1004, pm4::Compare::GreaterEqual, 1), std::invalid_argument);
+}
+
+TEST_CASE("EVENT_WRITE, INDIRECT_BUFFER, WRITE_DATA, COPY_DATA and NOP decode as built") {
+  std::array<std::uint32_t, 64> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, w);
+  p.cs_partial_flush();
+  p.indirect_buffer(0x10000, 100);
+  std::array<std::uint32_t, 2> d{5, 6};
+  p.write_data(0x3000, d);
+  p.copy_data(pm4::CopySrc::GpuClock, 0, 0x4000, false);
+  p.copy_data(pm4::CopySrc::Memory, 0x5000, 0x6000, false);
+  p.nop(1);
+  p.nop(5);
+  auto ps = pm4_packets(std::span(w).first(p.size()));
+  REQUIRE(ps.size() == 7);
+  CHECK(as<sim::EventWrite>(ps[0]).event_type == 7);
+  CHECK((as<sim::IndirectBuffer>(ps[1]).address == 0x10000 && as<sim::IndirectBuffer>(ps[1]).dwords == 100));
+  CHECK(as<sim::WriteData>(ps[2]).data == std::vector<std::uint32_t>{5, 6});
+  CHECK(as<sim::WriteData>(ps[2]).confirm);
+  auto& clock = as<sim::CopyData>(ps[3]);
+  CHECK((clock.src_sel == 9 && clock.wide && clock.address == 0x4000));  // the clock is 64 bits
+  auto& mem = as<sim::CopyData>(ps[4]);
+  CHECK((mem.src_sel == 2 && !mem.wide && mem.source == 0x5000));
+  CHECK(ps[5].dwords == 1);
+  CHECK(ps[6].dwords == 5);
+}
+
+TEST_CASE("PM4 packets wrap around the ring's end") {
+  std::array<std::uint32_t, 16> ring{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, ring, 16 * 3 + 13);  // 3 words before the end
+  p.release_mem({0x1000, 77, pm4::DataSel::Data64});
+  CHECK(p.size() == 8);
+  CHECK(p.position() == 16 * 3 + 21);
+  std::array<std::uint32_t, 8> unrolled{};
+  for (int i = 0; i < 8; ++i) unrolled[i] = ring[(13 + i) % 16];
+  auto ps = pm4_packets(unrolled);
+  CHECK(as<sim::ReleaseMem>(ps[0]).data == 77);
+}
+
+TEST_CASE("a PM4 packet that does not fit writes nothing") {
+  std::array<std::uint32_t, 6> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, w);
+  p.cs_partial_flush();
+  CHECK_THROWS_AS(p.release_mem({0x1000, 1, pm4::DataSel::Data64}), std::length_error);
+  CHECK(p.size() == 2);
+}
+
+TEST_CASE("the decoder names the packet and the field it refuses") {
+  std::array<std::uint32_t, 8> unknown{pm4::header(0x77, 1), 0};
+  CHECK(malformed(unknown).find("opcode 0x77") != std::string::npos);
+  std::array<std::uint32_t, 8> rm{};
+  pm4::Pm4(pm4::Gen::Gfx11, rm).release_mem({0x1000, 1, pm4::DataSel::Data64});
+  rm[2] |= 7u << 29;  // data_sel 7
+  CHECK(malformed(rm).find("RELEASE_MEM: data_sel 7") != std::string::npos);
+  std::array<std::uint32_t, 2> type0{0x00001234, 0};
+  CHECK(malformed(type0).find("type-0") != std::string::npos);
+  std::array<std::uint32_t, 8> ib{};
+  pm4::Pm4(pm4::Gen::Gfx11, ib).indirect_buffer(0x1000, 4);
+  ib[3] &= ~(1u << 23);
+  CHECK(malformed(ib).find("VALID") != std::string::npos);
+}
+
+// ---- SDMA
+
+TEST_CASE("SDMA COPY_LINEAR copies in chunks of at most 2^30 bytes") {
+  std::vector<std::uint32_t> ring(64);
+  sdma::Sdma s(ring);
+  std::uint64_t bytes = 3 * sdma::kMaxChunk + 5;
+  CHECK(s.copy_linear(0x200000, 0x100000, bytes) == 4);
+  auto ps = sdma_packets(std::span(ring).first(s.size()));
+  REQUIRE(ps.size() == 4);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    auto& c = as<sim::SdmaCopy>(ps[i]);
+    CHECK(c.src == 0x100000 + total);
+    CHECK(c.dst == 0x200000 + total);
+    total += c.bytes;
+  }
+  CHECK(total == bytes);
+  CHECK(as<sim::SdmaCopy>(ps[3]).bytes == 5);
+}
+
+TEST_CASE("SDMA FENCE, TRAP, POLL_REGMEM, TIMESTAMP, WRITE and CONSTANT_FILL decode as built") {
+  std::vector<std::uint32_t> ring(64);
+  sdma::Sdma s(ring);
+  s.fence(0x1000, 0xabcd);
+  s.trap(5);
+  s.poll_mem(0x2000, sdma::Compare::GreaterEqual, 9);
+  s.timestamp(0x3008);
+  std::array<std::uint32_t, 3> d{1, 2, 3};
+  s.write(0x4000, d);
+  s.fill(0x5000, 0xAB, 64);
+  s.fill(0x5001, 0xCD, 3);
+  auto ps = sdma_packets(std::span(ring).first(s.size()));
+  REQUIRE(ps.size() == 7);
+  CHECK((as<sim::SdmaFence>(ps[0]).address == 0x1000 && as<sim::SdmaFence>(ps[0]).value == 0xabcd));
+  CHECK(as<sim::SdmaTrap>(ps[1]).context == 5);
+  auto& poll = as<sim::SdmaPoll>(ps[2]);
+  CHECK((poll.function == 5 && poll.address == 0x2000 && poll.reference == 9 && poll.mask == 0xffffffff));
+  CHECK(as<sim::SdmaTimestamp>(ps[3]).address == 0x3008);
+  CHECK(as<sim::SdmaWrite>(ps[4]).data == std::vector<std::uint32_t>{1, 2, 3});
+  auto& dw = as<sim::SdmaFill>(ps[5]);
+  CHECK((dw.dwords && dw.data == 0xABABABAB && dw.bytes == 64));
+  auto& by = as<sim::SdmaFill>(ps[6]);
+  CHECK((!by.dwords && by.data == 0xCD && by.bytes == 3 && by.dst == 0x5001));
+}
+
+TEST_CASE("SDMA packets never straddle the ring's end") {
+  std::vector<std::uint32_t> ring(16, 0xdeadbeef);
+  sdma::Sdma s(ring, 16 * 5 + 12);  // 4 dwords before the end
+  CHECK(s.cost(sdma::kCopyLinearSize) == 4 + 7);
+  s.copy_linear(0x2000, 0x1000, 10);
+  CHECK(s.size() == 11);
+  for (int i = 12; i < 16; ++i) CHECK(ring[i] == 0);  // NOPs to the end
+  auto ps = sdma_packets(std::span(ring).first(7));  // the packet starts at the ring's start
+  CHECK(as<sim::SdmaCopy>(ps[0]).bytes == 10);
+  CHECK(s.position() == 16 * 6 + 7);
+}
+
+TEST_CASE("SDMA refuses misaligned addresses and oversized fields, writing nothing") {
+  std::vector<std::uint32_t> ring(16);
+  sdma::Sdma s(ring);
+  CHECK_THROWS_AS(s.fence(0x1002, 1), std::invalid_argument);
+  CHECK_THROWS_AS(s.timestamp(0x1004), std::invalid_argument);
+  CHECK_THROWS_AS(s.trap(1u << 28), std::invalid_argument);
+  CHECK_THROWS_AS(s.copy_linear(0, 0, 0), std::invalid_argument);
+  std::vector<std::uint32_t> big(20);
+  CHECK_THROWS_AS(s.write(0x1000, big), std::length_error);
+  CHECK(s.size() == 0);
+}
+
+TEST_CASE("the SDMA decoder refuses unknown opcodes and unsupported fields") {
+  std::array<std::uint32_t, 4> unknown{0x3, 0, 0, 0};
+  CHECK(malformed(unknown, true).find("opcode 3") != std::string::npos);
+  std::vector<std::uint32_t> ring(8);
+  sdma::Sdma(ring).copy_linear(0x2000, 0x1000, 8);
+  ring[2] = 1;  // a swap parameter
+  CHECK(malformed(ring, true).find("COPY_LINEAR: swap") != std::string::npos);
+  std::vector<std::uint32_t> poll(8);
+  sdma::Sdma(poll).poll_mem(0x1000, sdma::Compare::Equal, 1);
+  poll[0] &= ~(1u << 31);  // register polling
+  CHECK(malformed(poll, true).find("register polling") != std::string::npos);
+}

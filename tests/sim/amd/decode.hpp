@@ -1,0 +1,128 @@
+// decode.hpp — a decoder of PM4 (compute) and SDMA packets, written apart from the driver's
+// builders (amdgpu/abi/) so that the tests compare two readings of the formats. Its
+// constants are its own, from the same public facts (nvd.h opcodes, AMD's MEC packet
+// layouts, the sdma_v6 packet header); it shares no code or header with the builders.
+//
+// decode_pm4 and decode_sdma read one packet from the words given (the packet's first word
+// first). They return the packet, or Incomplete when the words end before the packet does,
+// or a Malformed naming the packet and the field that is wrong. The simulator's command
+// processors fault a queue on Malformed; the tests check the builders against it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace rig::sim::amd {
+
+// ---- PM4.
+
+struct Nop {};
+struct SetShReg {
+  std::uint32_t first;  // dword register address (0x2C00 + offset)
+  std::vector<std::uint32_t> values;
+};
+struct DispatchDirect {
+  std::uint32_t x, y, z;
+  std::uint32_t initiator;
+  bool wave32;
+};
+struct ReleaseMem {
+  std::uint32_t event_type, event_index, gcr_cntl;
+  std::uint32_t dst_sel, int_sel, data_sel;
+  std::uint64_t address, data;
+  std::uint32_t context;
+};
+struct AcquireMem {
+  std::uint64_t size, base;
+  std::uint32_t gcr_cntl;
+};
+struct EventWrite {
+  std::uint32_t event_type, event_index;
+};
+struct WaitMem {  // WAIT_REG_MEM (32-bit) or WAIT_REG_MEM64
+  bool wide;
+  std::uint32_t function;
+  std::uint64_t address, reference, mask;
+};
+struct IndirectBuffer {
+  std::uint64_t address;
+  std::uint32_t dwords;
+};
+struct WriteData {
+  std::uint32_t dst_sel;
+  bool confirm;
+  std::uint64_t address;
+  std::vector<std::uint32_t> data;
+};
+struct CopyData {
+  std::uint32_t src_sel, dst_sel;
+  bool wide, confirm;
+  std::uint64_t source, address;
+};
+
+using Pm4Packet = std::variant<Nop, SetShReg, DispatchDirect, ReleaseMem, AcquireMem, EventWrite,
+                               WaitMem, IndirectBuffer, WriteData, CopyData>;
+
+// ---- SDMA.
+
+struct SdmaNop {};
+struct SdmaCopy {
+  std::uint64_t src, dst, bytes;
+};
+struct SdmaFill {
+  std::uint64_t dst, bytes;
+  std::uint32_t data;
+  bool dwords;  // fills whole dwords with data, else bytes with data's low byte
+};
+struct SdmaWrite {
+  std::uint64_t address;
+  std::vector<std::uint32_t> data;
+};
+struct SdmaFence {
+  std::uint64_t address;
+  std::uint32_t value, mtype;
+};
+struct SdmaTrap {
+  std::uint32_t context;
+};
+struct SdmaPoll {
+  std::uint32_t function;
+  std::uint64_t address;
+  std::uint32_t reference, mask, interval, retries;
+};
+struct SdmaTimestamp {
+  std::uint64_t address;
+};
+
+using SdmaPacket = std::variant<SdmaNop, SdmaCopy, SdmaFill, SdmaWrite, SdmaFence, SdmaTrap, SdmaPoll,
+                                SdmaTimestamp>;
+
+// ---- Results.
+
+struct Incomplete {
+  std::uint32_t needed;  // the packet's dwords, if known from its header (else 0)
+};
+struct Malformed {
+  std::string why;  // "PM4 RELEASE_MEM: data_sel 7 is not a data selection"
+};
+template <class P>
+struct Decoded {
+  P packet;
+  std::uint32_t dwords;  // the packet's length, header included
+  std::string name;      // "RELEASE_MEM", "COPY_LINEAR", ...
+};
+
+using Pm4Result = std::variant<Decoded<Pm4Packet>, Incomplete, Malformed>;
+using SdmaResult = std::variant<Decoded<SdmaPacket>, Incomplete, Malformed>;
+
+Pm4Result decode_pm4(std::span<const std::uint32_t> words);
+SdmaResult decode_sdma(std::span<const std::uint32_t> words);
+
+// The dwords of the packet whose header is `header` (known from the header alone), or 0
+// where the length needs more words (SDMA WRITE_LINEAR: 4 + its count word).
+std::uint32_t pm4_length(std::uint32_t header);
+
+}  // namespace rig::sim::amd
