@@ -39,6 +39,9 @@ bool row_fits(std::uint64_t off, std::uint64_t pitch, std::uint64_t rows, std::u
 // Refusals common to copies and fills: dead ends, read-only or exclusive memory, boxes that
 // do not fit, and ends that share a byte.
 void check(const Buffer* src, const Buffer& dst, std::span<const Box> boxes) {
+  // Every use of a lost device's memory raises Lost.
+  for (const Buffer* b : {src, &dst})
+    if (b) b->allocation()->device->check_live();
   if (auto why = dst.dead()) refuse_copy(dst, fmt::format("the destination is dead ({})", *why));
   if (dst.access() == Access::Read) refuse_copy(dst, "the destination admits only Read");
   auto exclusive = [](const Buffer& b) {
@@ -107,8 +110,14 @@ class Staging {
   Slot* take() {
     {
       std::lock_guard g(mutex_);
-      for (auto& s : slots_)
-        if (!s.held && detail::point_reached(s.point)) return hold(s);
+      for (auto& s : slots_) {
+        if (s.held) continue;
+        try {
+          if (detail::point_reached(s.point)) return hold(s);
+        } catch (const Lost&) {
+          s.held = true;  // a lost device's transfer may still write it: never reused
+        }
+      }
       for (auto& s : slots_)  // else the one used longest ago, once its work is done
         if (!s.held) {
           Point p = Point::from_bits(s.point);
@@ -116,6 +125,9 @@ class Staging {
           mutex_.unlock();
           try {
             p.wait();
+          } catch (const Lost&) {
+            mutex_.lock();  // abandoned, as above; take a new allocation
+            break;
           } catch (...) {
             mutex_.lock();
             s.held = false;

@@ -334,6 +334,9 @@ void DeviceState::lose(std::string reason, bool holding_turn) {
     reached_at_loss = word();
     is_lost.store(true, std::memory_order_release);
   }
+  // Before stop, which may raise the word to show dropped values that a waiting queue would
+  // then pass.
+  spread_loss();
   // Stop once no call of the driver is in flight: the turn covers the C functions, calls
   // the C++ ones, and sleepers drain within a sleep slice.
   if (!holding_turn) turn.lock();
@@ -353,7 +356,6 @@ void DeviceState::lose(std::string reason, bool holding_turn) {
     stopped = true;
   }
   turn.unlock();
-  spread_loss();
 }
 
 void DeviceState::note_queue_waits(std::span<const rig_wait> waits, std::uint64_t own) {
@@ -385,15 +387,24 @@ DeviceState::~DeviceState() = default;
 
 // --- deferred work --------------------------------------------------------------------
 
+namespace {
+// True iff what waits for point p may go ahead: p is reached, or p is a lost device's and
+// that device has stopped with its word at its last submitted value.
+bool due(std::uint64_t p) {
+  try {
+    return point_reached(p);
+  } catch (const Lost&) {
+    DeviceState* d = device_at(index_of(p));
+    std::lock_guard g(d->loss_mutex);
+    return d->may_free();
+  }
+}
+}  // namespace
+
 void DeviceState::defer(std::vector<std::uint64_t> points, std::function<void()> act) {
   bool now = true;
-  for (auto p : points) {
-    try {
-      if (!point_reached(p)) now = false;
-    } catch (const Lost&) {
-      now = false;  // a lost value is never reached: its memory stays
-    }
-  }
+  for (auto p : points)
+    if (!due(p)) now = false;
   if (now) {
     act();
     return;
@@ -406,18 +417,9 @@ void DeviceState::drain() {
   std::vector<Deferred> ready;
   {
     std::lock_guard g(deferred_mutex);
-    auto due = [](const Deferred& x) {
-      for (auto p : x.points) {
-        try {
-          if (!point_reached(p)) return false;
-        } catch (const Lost&) {
-          return false;
-        }
-      }
-      return true;
-    };
+    auto all_due = [](const Deferred& x) { return std::all_of(x.points.begin(), x.points.end(), due); };
     auto it = std::stable_partition(deferred.begin(), deferred.end(),
-                                    [&](const Deferred& x) { return !due(x); });
+                                    [&](const Deferred& x) { return !all_due(x); });
     std::move(it, deferred.end(), std::back_inserter(ready));
     deferred.erase(it, deferred.end());
   }

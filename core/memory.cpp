@@ -483,6 +483,7 @@ bool Buffer::reached(Access access) const {
 }
 
 Buffer::HostClaim Buffer::host_claim(bool writing) const {
+  alloc_->device->check_live();  // every use of a lost device's memory raises Lost
   claim::read(*this);
   HostClaim held(this);
   wait(writing ? Access::ReadWrite : Access::Read);

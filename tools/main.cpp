@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "conform.hpp"
 #include "tool.hpp"
 
 int main(int argc, char** argv) {
@@ -26,11 +27,18 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--device", bench.device, "the device to run on, where a bench allows a choice");
   bench_cmd->add_option("--repeats", bench.repeats, "repetitions; figures are medians")->check(CLI::Range(1, 1000));
 
+  rig::tool::ConformOptions conform;
+  auto* conform_cmd =
+      app.add_subcommand("conform", "run the conformance laws on every device present, or one, as a table");
+  conform_cmd->add_option("--device", conform.device, "the device to run on, as the table names it (default: every one)");
+  conform_cmd->add_option("--junit", conform.junit, "also write the outcomes as JUnit XML to this file");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*devices_cmd) return rig::tool::devices(devices);
     if (*demo_cmd) return rig::tool::demo(demo);
     if (*bench_cmd) return rig::tool::bench(bench);
+    if (*conform_cmd) return rig::tool::conform(conform);
   } catch (const std::exception& e) {
     fmt::print(stderr, "rig: {}\n", e.what());
     return 1;

@@ -41,6 +41,7 @@ struct Control::State {
   std::array<Plan, kCalls> fail, no_room;
   std::array<std::uint64_t, kCalls> calls{}, injected{};
   std::deque<std::string> messages;  // failures handed to rig: they outlive the devices
+  std::function<void()> after_stop;
 
   // Counts a call and gives its injected answer; `why` is the failure's message.
   Answer ask(Call c, std::string& why) {
@@ -144,7 +145,15 @@ class Driver final : public edge::Driver {
     inner_->sleep(v, most);
   }
 
-  void stop(std::string_view why) override { inner_->stop(why); }
+  void stop(std::string_view why) override {
+    inner_->stop(why);
+    std::function<void()> then;
+    {
+      std::lock_guard g(s_.m);
+      then = s_.after_stop;
+    }
+    if (then) then();
+  }
   Result<edge::Dma> dma(edge::Region region, std::string_view pci_function) override {
     return inner_->dma(region, pci_function);
   }
@@ -243,6 +252,10 @@ void Control::disarm() {
   std::lock_guard g(s_->m);
   for (auto& p : s_->fail) p = Plan{};
   for (auto& p : s_->no_room) p = Plan{};
+}
+void Control::after_stop(std::function<void()> f) {
+  std::lock_guard g(s_->m);
+  s_->after_stop = std::move(f);
 }
 std::uint64_t Control::calls(Call c) const {
   std::lock_guard g(s_->m);

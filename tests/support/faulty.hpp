@@ -31,6 +31,7 @@
 #include <rig/edge.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -64,6 +65,9 @@ class Control {
   void no_room_with_probability(Call, double p, std::uint64_t seed);
   // Disarms every kind.
   void disarm();
+  // Calls f after each stop of the inner driver, before rig's stop returns: for a test that
+  // lets other devices run at the moment a lost device's word may show its dropped values.
+  void after_stop(std::function<void()> f);
 
   // How many calls of a kind the wrapper saw, and how many it failed or answered "no room".
   std::uint64_t calls(Call) const;

@@ -1,0 +1,217 @@
+// targets.cpp — the built-in targets (the host device, a memory device, the fake driver in
+// each of its configurations) and the registry of the targets drivers add.
+#include <atomic>
+#include <map>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "../../host/host_driver.hpp"
+#include "law.hpp"
+
+extern const unsigned char rig_conformance_kernels[];
+extern const std::size_t rig_conformance_kernels_size;
+
+namespace rig::conformance {
+namespace {
+
+using detail::unique;
+
+std::vector<std::byte> bytes_of(std::string_view s) {
+  auto b = std::as_bytes(std::span(s.data(), s.size()));
+  return {b.begin(), b.end()};
+}
+
+Opened open_or_throw(const edge::Opener<>& opener) {
+  auto d = open(opener);
+  if (!d) throw std::runtime_error(fmt::format("cannot open: {}", d.error()));
+  return Opened(*d);
+}
+
+// The fake's image: a function that does nothing.
+constexpr std::string_view kFakeImage = "fake-image\nconf_nothing 0 -\n";
+
+// The values a clocked fake runs slowly, by value, with how long each takes.
+struct Durations {
+  std::mutex mutex;
+  std::map<std::uint64_t, std::chrono::milliseconds> slow;
+};
+
+// A fake configuration. `clocked`: its work runs on its own, as hardware's does, stepped by a
+// thread of the target's until the device stops; otherwise it runs when rig sleeps in the
+// driver, or when a law steps it.
+Target fake_target(std::string name, std::string about, fake::Options options, std::uint64_t k,
+                   bool clocked = false) {
+  Target t;
+  t.name = name;
+  t.about = std::move(about);
+  t.commit_bound = k;
+  t.image = bytes_of(kFakeImage);
+  t.function = "conf_nothing";
+  t.open = [name, options, clocked](const Wrap& wrap) -> Opened {
+    auto [opener, control] = fake::opener(unique(name), options);
+    control->define("conf_nothing", [](std::span<const std::byte>, const rig_launch&) {});
+    Opened o = open_or_throw(wrap ? wrap(opener) : opener);
+    o.live_bytes = [control = control] { return control->live_bytes(); };
+    o.violations = [control = control] { return control->violations(); };
+    if (clocked) {
+      // Its hardware: a thread that runs each value as soon as it is committed, except that a
+      // slow value takes the time it was given.
+      auto durations = std::make_shared<Durations>();
+      const volatile std::uint64_t* word = o.device.facts().word;
+      std::thread([control = control, durations, word] {
+        while (!control->stopped()) {
+          std::optional<std::chrono::milliseconds> slow;
+          if (control->pending() > 0) {
+            std::lock_guard g(durations->mutex);
+            auto it = durations->slow.find(__atomic_load_n(word, __ATOMIC_ACQUIRE) + 1);
+            if (it != durations->slow.end()) slow = it->second, durations->slow.erase(it);
+          }
+          if (slow) std::this_thread::sleep_for(*slow);
+          if (control->step(1) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+      }).detach();
+      auto words = std::make_shared<std::optional<Submission>>();
+      o.slow = [d = o.device, durations, words](std::chrono::milliseconds ms) {
+        if (!*words) {
+          Submission::Part part{"", {}, Submission::Words{Buffer::of_string(std::string(8, '\0'))}};
+          *words = Submission::make(d, std::span(&part, 1), 0, 0);
+        }
+        {
+          std::lock_guard g(durations->mutex);
+          durations->slow[d.submitted() + 1] = ms;
+        }
+        Run run;
+        return submit(**words, run, {}, {});
+      };
+      return o;
+    }
+    o.step = [control = control](std::size_t n) { return control->step(n); };
+    return o;
+  };
+  return t;
+}
+
+edge::Opener<> host_driver_opener() {
+  return {unique("CPU"), [](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
+            return cpu::make_host_driver(word);
+          }};
+}
+
+edge::Opener<> memory_driver_opener() {
+  return {unique("MEM"), [](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
+            return cpu::make_memory_driver(word);
+          }};
+}
+
+struct Source {
+  std::string name;
+  std::function<std::vector<Target>()> make;
+};
+struct Registry {
+  std::mutex mutex;
+  std::vector<Source> sources;
+};
+Registry& registry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+}  // namespace
+
+Target driver_target(std::string name, std::function<edge::Opener<>()> make, std::optional<std::uint64_t> commit_bound,
+                     std::string about) {
+  Target t;
+  t.about = about.empty() ? fmt::format("devices of the driver registered as {}", name) : std::move(about);
+  t.commit_bound = commit_bound;
+  t.open = [name, make = std::move(make)](const Wrap& wrap) {
+    edge::Opener<> opener = make();
+    opener.name = unique(name);
+    return open_or_throw(wrap ? wrap(opener) : opener);
+  };
+  t.name = std::move(name);
+  return t;
+}
+
+std::vector<Target> builtin_targets() {
+  std::vector<Target> out;
+  {
+    Target t;
+    t.name = "CPU";
+    t.about = "the host device (laws that lose, close or wrap a device use another instance of its driver)";
+    t.shared = [] { return Opened(host()); };
+    t.open = [](const Wrap& wrap) {
+      auto opener = host_driver_opener();
+      return open_or_throw(wrap ? wrap(opener) : opener);
+    };
+    t.commit_bound = 1;  // its submit always returns RIG_COMMITTED
+    t.image.assign(reinterpret_cast<const std::byte*>(rig_conformance_kernels),
+                   reinterpret_cast<const std::byte*>(rig_conformance_kernels) + rig_conformance_kernels_size);
+    t.function = "conf_nothing";
+    out.push_back(std::move(t));
+  }
+  {
+    Target t;
+    t.name = "MEM";
+    t.about = "a memory device (wrapped: its driver opened through rig::open)";
+    t.open = [](const Wrap& wrap) {
+      if (!wrap) return Opened(memory_device(unique("MEM")));
+      return open_or_throw(wrap(memory_driver_opener()));
+    };
+    t.commit_bound = 1;
+    out.push_back(std::move(t));
+  }
+  out.push_back(fake_target("FAKE", "the fake driver, defaults: commits every value, runs while rig sleeps in it", {}, 1));
+  out.push_back(fake_target("FAKE/commit_every=8", "the fake driver committing on its own every 8 values",
+                            {.commit_every = 8}, 8));
+  out.push_back(fake_target("FAKE/own_word", "the fake driver with a word of its own, read through signaled",
+                            {.own_word = true}, 1));
+  out.push_back(fake_target("FAKE/waits=none", "the fake driver whose queues wait for no producer (the host waits)",
+                            {.waits = {false, false}}, 1));
+  out.push_back(fake_target("FAKE/completion=Host", "the fake driver whose word the host writes",
+                            {.completion = edge::Completion::Host}, 1));
+  out.push_back(fake_target("FAKE/hang_ms=60",
+                            "the fake driver with hang_ms 60 whose work runs on its own, as hardware's does",
+                            {.hang_ms = 60, .runs_when_asleep = false}, 1, true));
+  // Last: while the core lets a lost device's queued staged copy block staging for good (the
+  // last law), no target after this one would copy through staging.
+  out.push_back(fake_target("FAKE/host_addresses=false",
+                            "the fake driver whose memory the host does not address (copies stage)",
+                            {.host_addresses = false}, 1));
+  return out;
+}
+
+void add_targets(std::string source, std::function<std::vector<Target>()> make) {
+  auto& r = registry();
+  std::lock_guard g(r.mutex);
+  r.sources.push_back({std::move(source), std::move(make)});
+}
+
+std::vector<Target> targets() {
+  // The host's devices, then the registered ones, then the fake driver's configurations.
+  std::vector<Target> builtin = builtin_targets();
+  std::vector<Target> out(std::make_move_iterator(builtin.begin()), std::make_move_iterator(builtin.begin() + 2));
+  std::vector<Source> sources;
+  {
+    auto& r = registry();
+    std::lock_guard g(r.mutex);
+    sources = r.sources;
+  }
+  for (auto& s : sources) {
+    try {
+      for (auto& t : s.make()) out.push_back(std::move(t));
+    } catch (const std::exception& e) {
+      // A source that cannot list its targets shows as a target whose every law fails.
+      Target t;
+      t.name = s.name;
+      t.about = fmt::format("the targets registered as {}, which could not be listed", s.name);
+      std::string why = e.what();
+      t.open = [why](const Wrap&) -> Opened { throw std::runtime_error("its targets could not be listed: " + why); };
+      out.push_back(std::move(t));
+    }
+  }
+  out.insert(out.end(), std::make_move_iterator(builtin.begin() + 2), std::make_move_iterator(builtin.end()));
+  return out;
+}
+
+}  // namespace rig::conformance

@@ -1,0 +1,88 @@
+// Every law on every built-in target (and every registered one): a failure fails the test;
+// a skip, with its reason, is printed. RIG_CONFORMANCE_TARGET=NAME runs one target, and
+// RIG_CONFORMANCE_SCALE shortens the laws (sanitized builds shorten them on their own).
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "conformance.hpp"
+#include "fake_driver.hpp"
+
+using namespace rig::conformance;
+
+TEST_CASE("every law holds on every target present") {
+  const char* only = std::getenv("RIG_CONFORMANCE_TARGET");
+  int ran = 0;
+  for (const auto& target : targets()) {
+    if (only && target.name != only) continue;
+    ++ran;
+    fmt::print("{} — {}\n", target.name, target.about);
+    for (const auto& o : run(target)) {
+      fmt::print("  {}  {:6.2f}s  {}{}\n", status_name(o.status), o.seconds, o.law,
+                 o.message.empty() ? "" : "\n        " + o.message);
+      CAPTURE(target.name);
+      CAPTURE(o.law);
+      CAPTURE(o.message);
+      CHECK(o.status != Status::Failed);
+    }
+    std::fflush(stdout);
+  }
+  CHECK(ran > 0);
+  // A hung law's thread still blocks in its driver: end here rather than wait at exit.
+  if (hung()) std::_Exit(1);
+}
+
+TEST_CASE("the built-in targets are the host, a memory device and six configurations of the fake") {
+  std::vector<std::string> names;
+  for (const auto& t : builtin_targets()) names.push_back(t.name);
+  CHECK(names == std::vector<std::string>{"CPU", "MEM", "FAKE", "FAKE/commit_every=8", "FAKE/own_word",
+                                          "FAKE/waits=none", "FAKE/completion=Host", "FAKE/hang_ms=60",
+                                          "FAKE/host_addresses=false"});
+}
+
+TEST_CASE("registered targets come after the host's devices and before the fake driver's") {
+  add_targets("conformance-test", [] {
+    std::vector<Target> out;
+    out.push_back(driver_target("REGISTERED", [] { return rig::fake::opener("REGISTERED").first; }, 1));
+    return out;
+  });
+  add_targets("broken", []() -> std::vector<Target> { throw std::runtime_error("no such bus"); });
+  auto all = targets();
+  REQUIRE(all.size() == builtin_targets().size() + 2);
+  CHECK(all[1].name == "MEM");
+  CHECK(all[2].name == "REGISTERED");
+  CHECK(all[3].name == "broken");
+  CHECK(all[4].name == "FAKE");
+  // The registered target opens devices of its own names and runs laws.
+  RunOptions options;
+  options.only = {"facts are well formed", "device order: a value starts after the previous one completed, on every queue"};
+  auto outcomes = run(all[2], options);
+  REQUIRE(outcomes.size() == 2);
+  for (auto& o : outcomes) {
+    CAPTURE(o.message);
+    CHECK(o.status == Status::Passed);
+  }
+  // A source that cannot list its targets shows as a target whose laws fail with its reason.
+  options.only = {"facts are well formed"};
+  auto broken = run(all[3], options);
+  REQUIRE(broken.size() == 1);
+  CHECK(broken[0].status == Status::Failed);
+  CHECK(broken[0].message.find("no such bus") != std::string::npos);
+}
+
+TEST_CASE("JUnit XML has a testsuite per target, a testcase per law, and escapes its text") {
+  std::vector<Suite> suites{{"A&B", {{"law <1>", Status::Passed, "", 0.5},
+                                     {"law \"2\"", Status::Failed, "it broke: x < y & \x01", 1.0},
+                                     {"law 3", Status::Skipped, "no hang_ms", 0}}},
+                            {"C", {}}};
+  std::string x = junit(suites);
+  CHECK(x.find("<testsuites name=\"rig conformance\" tests=\"3\" failures=\"1\" skipped=\"1\"") != std::string::npos);
+  CHECK(x.find("<testsuite name=\"A&amp;B\" tests=\"3\" failures=\"1\" skipped=\"1\"") != std::string::npos);
+  CHECK(x.find("<testcase classname=\"A&amp;B\" name=\"law &lt;1&gt;\" time=\"0.500\"/>") != std::string::npos);
+  CHECK(x.find("<failure message=\"it broke: x &lt; y &amp; \" type=\"law\">") != std::string::npos);
+  CHECK(x.find("<skipped message=\"no hang_ms\"/>") != std::string::npos);
+  CHECK(x.find("<testsuite name=\"C\" tests=\"0\"") != std::string::npos);
+  CHECK(x.find('\x01') == std::string::npos);
+}
