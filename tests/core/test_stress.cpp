@@ -52,7 +52,7 @@ TEST_CASE("four threads submitting with cross-device waits: values complete in o
       if (device == 0) return test::one_launch(d, test::kernel("nothing"), 0, 0, 0);
       Buffer words = Buffer::of_string(std::string(8, '\0'));
       Buffer src = Buffer::create(d, 64), dst = Buffer::create(d, 64);
-      Submission::Part p{"", {}, Submission::Copy{{src, 0}, {dst, 0}, {Box::row(64)}}};
+      Submission::Part p{"", {}, Submission::Copy{{src, 0}, {dst, 0}, {Box::row(64)}, {}}};
       return Submission::make(d, std::span(&p, 1), 0, 0, std::vector{std::pair{src, Access::Read}, std::pair{dst, Access::ReadWrite}});
     }();
     Run run;
