@@ -284,7 +284,7 @@ void DeviceState::wait(std::uint64_t v) {
   if (reached(v)) return;
   commit_through(v);
   for (int i = 0; i < 4000; ++i) {  // a few microseconds: most hand-offs end here
-    if (word() >= v) return;
+    if (word() >= v && reached(v)) return;  // reached: a lost device's word may show dropped values
     cpu_relax();
   }
   using clock = std::chrono::steady_clock;
@@ -293,7 +293,7 @@ void DeviceState::wait(std::uint64_t v) {
   while (true) {
     if (reached(v)) return;
     std::uint64_t w = read_word();
-    if (w >= v) return;
+    if (w >= v && reached(v)) return;
     if (w != seen) {
       seen = w;
       progress_at = clock::now();
