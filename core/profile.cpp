@@ -349,29 +349,39 @@ void write_csv(std::span<const Record> records, std::ostream& out) {
   }
 }
 
-// RIG_PROFILE=path.json: a program that uses rig writes the trace of its whole run at exit.
+// RIG_PROFILE=path.json: a program that uses rig writes the trace of its whole run at exit;
+// RIG_PROFILE_CSV=path.csv: it writes its launches as CSV at exit. Either may be set alone.
 namespace {
 struct FromEnvironment {
   FromEnvironment() {
-    const char* path = std::getenv("RIG_PROFILE");
-    if (!path || !*path) return;
-    file = path;
+    if (const char* path = std::getenv("RIG_PROFILE")) file = path;
+    if (const char* path = std::getenv("RIG_PROFILE_CSV")) csv = path;
+    if (file.empty() && csv.empty()) return;
     start();
     std::atexit([] {
       auto& self = instance();
-      if (self.file.empty() || !taking.load()) return;
+      if ((self.file.empty() && self.csv.empty()) || !taking.load()) return;
       auto records = stop();
-      std::ofstream out(self.file);
-      write_chrome_trace(records, out);
-      if (!out) fmt::print(stderr, "rig: could not write the profile to {}\n", self.file);
+      if (!self.file.empty()) {
+        std::ofstream out(self.file);
+        write_chrome_trace(records, out);
+        if (!out) fmt::print(stderr, "rig: could not write the profile to {}\n", self.file);
+      }
+      if (!self.csv.empty()) {
+        std::ofstream out(self.csv);
+        write_csv(records, out);
+        if (!out) fmt::print(stderr, "rig: could not write the profile's CSV to {}\n", self.csv);
+      }
     });
   }
   static FromEnvironment& instance();
-  std::string file;
+  std::string file, csv;
 };
+// Never destroyed: the exit handler its constructor registers runs after the destructors
+// of the statics constructed later, this one's included, and reads its file names.
 FromEnvironment& FromEnvironment::instance() {
-  static FromEnvironment f;
-  return f;
+  static auto* f = new FromEnvironment;
+  return *f;
 }
 [[maybe_unused]] const bool from_environment = (FromEnvironment::instance(), true);
 }  // namespace

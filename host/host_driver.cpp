@@ -42,9 +42,22 @@ int host_commit(void* edge, std::uint64_t v, const char** failure) {
   return queue_of(edge).commit(v, failure);
 }
 
-// The dispatcher writes each value's times before the word shows it, so no settle; the
-// host measures no counters, so no measures.
+int host_measures(void* edge, std::uint64_t v, std::uint64_t* out, const char** failure) {
+  return queue_of(edge).measures(v, out, failure);
+}
+
+// The dispatcher writes each value's times before the word shows it, so no settle. Where
+// this process may count instructions and cycles, the device measures its launches;
+// elsewhere its facts list no counters and measures is NULL.
 constexpr rig_driver kHostTable{host_room, host_submit, host_commit, nullptr, nullptr};
+constexpr rig_driver kCountingHostTable{host_room, host_submit, host_commit, nullptr, host_measures};
+
+// The counters this process may count, probed once per driver: the hardware counters, or
+// none where perf_event_open refuses them (perf_event_paranoid, a seccomp filter, a VM
+// without a PMU).
+std::span<const CounterEvent> allowed_counters() {
+  return probe_counters(hardware_counters()) ? std::span<const CounterEvent>{} : hardware_counters();
+}
 
 // Helper threads for launches: one per core this process may run on, but the dispatcher's.
 unsigned helper_count() {
@@ -77,8 +90,8 @@ std::optional<std::uint32_t> read_u32(const ElfImage& elf, const std::string& na
 class HostDriver final : public edge::Driver {
  public:
   explicit HostDriver(volatile std::uint64_t* word)
-      : word_(word), queue_(word, &edge_, helper_count()) {
-    edge_.table = &kHostTable;
+      : word_(word), counters_(allowed_counters()), queue_(word, &edge_, helper_count(), counters_) {
+    edge_.table = counters_.empty() ? &kHostTable : &kCountingHostTable;
     edge_.queue = &queue_;
   }
 
@@ -96,6 +109,7 @@ class HostDriver final : public edge::Driver {
     f.host_addresses = true;
     f.alignment = kRegionAlignment;
     f.cache_bytes = last_level_cache_bytes();
+    for (const CounterEvent& c : counters_) f.counters.emplace_back(c.name, 1);
     f.word = word_;
     f.edge = &edge_;
     return f;
@@ -162,6 +176,7 @@ class HostDriver final : public edge::Driver {
 
  private:
   volatile std::uint64_t* word_;
+  std::span<const CounterEvent> counters_;  // what its launches count; empty: none
   HostEdge edge_{};
   HostMemory memory_;
   std::mutex images_mutex_;

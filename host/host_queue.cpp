@@ -61,8 +61,13 @@ std::byte* HostQueue::Spill::reserve(std::size_t n) {
   return data.get();
 }
 
-HostQueue::HostQueue(volatile std::uint64_t* word, void* fill_context, unsigned helpers)
-    : word_(word), fill_context_(fill_context), slots_(new Slot[kSlots]), workers_(helpers) {
+HostQueue::HostQueue(volatile std::uint64_t* word, void* fill_context, unsigned helpers,
+                     std::span<const CounterEvent> counters)
+    : word_(word),
+      fill_context_(fill_context),
+      counter_count_(std::min(counters.size(), kCountersMax)),
+      slots_(new Slot[kSlots]),
+      workers_(helpers, counters.first(counter_count_)) {
   dispatcher_ = std::thread([this] { dispatch(); });
 }
 
@@ -201,6 +206,12 @@ int HostQueue::submit(const rig_part* parts, std::uint32_t count, const rig_wait
     }
     slot.value = v;
     slot.times = times;
+    slot.rows = nullptr;
+    if (times != nullptr && counter_count_ != 0) {  // a timed value: measure its launches
+      std::uint32_t launches = 0;
+      for (std::uint32_t i = 0; i < count; ++i) launches += parts[i].kind == RIG_KIND_LAUNCH;
+      if (launches != 0) slot.rows = keep_rows(v, launches);
+    }
   } catch (const std::bad_alloc&) {
     *failure = "no host memory for the job's copy of its parts";
     return RIG_FAILED;
@@ -228,6 +239,69 @@ int HostQueue::commit(std::uint64_t, const char** failure) noexcept {
   if (stopping_.load(std::memory_order_acquire)) {
     *failure = stop_reason_;
     return RIG_FAILED;
+  }
+  return RIG_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// Measures.
+
+std::uint64_t* HostQueue::keep_rows(std::uint64_t v, std::uint32_t launches) noexcept {
+  try {
+    sweep_rows();
+    std::vector<std::uint64_t> rows;
+    if (!spare_rows_.empty()) {
+      rows = std::move(spare_rows_.back());
+      spare_rows_.pop_back();
+    }
+    rows.assign(std::size_t(launches) * row_words(), 0);
+    auto& kept = kept_rows_[v];
+    kept = std::move(rows);
+    return kept.data();
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+
+void HostQueue::sweep_rows() noexcept {
+  if (doomed_rows_.empty()) return;
+  const std::uint64_t shown = word();
+  std::erase_if(doomed_rows_, [&](std::uint64_t v) {
+    if (v > shown) return false;
+    kept_rows_.erase(v);
+    return true;
+  });
+}
+
+int HostQueue::measures(std::uint64_t v, std::uint64_t* out, const char**) noexcept {
+  sweep_rows();
+  const auto it = kept_rows_.find(v);
+  if (out == nullptr) {
+    if (it == kept_rows_.end()) return RIG_OK;
+    if (word() < v) {  // the dispatcher may still write them
+      try {
+        doomed_rows_.push_back(v);
+      } catch (const std::bad_alloc&) {
+        // kept until the queue goes
+      }
+      return RIG_OK;
+    }
+    // Keep a few storages for later values, so that a profile of a steady stream of
+    // launches reuses them.
+    if (spare_rows_.size() < 64) {
+      try {
+        spare_rows_.push_back(std::move(it->second));
+      } catch (const std::bad_alloc&) {
+      }
+    }
+    kept_rows_.erase(it);
+    return RIG_OK;
+  }
+  if (it == kept_rows_.end() || word() < v) return RIG_OK;  // nothing measured (yet)
+  const std::vector<std::uint64_t>& rows = it->second;
+  const std::size_t n = row_words();
+  for (std::size_t at = 0; at + n <= rows.size(); at += n) {
+    if (rows[at] == 1) std::copy_n(rows.data() + at, n, out + at);
   }
   return RIG_OK;
 }
@@ -293,7 +367,7 @@ void HostQueue::fail(int code, std::uint64_t v) {
   sleepers_.wake_all();  // they throw the failure
 }
 
-bool HostQueue::run_step(const Step& step, std::uint64_t v) {
+bool HostQueue::run_step(const Step& step, std::uint64_t v, std::uint64_t* row) {
   switch (step.kind) {
     case RIG_KIND_LAUNCH: {
       GroupLaunch g;
@@ -303,7 +377,21 @@ bool HostQueue::run_step(const Step& step, std::uint64_t v) {
       std::copy_n(step.launch.threads, 3, g.threads);
       g.shared = step.shared;
       g.value = v;
-      return workers_.run(g);
+      if (row == nullptr) return workers_.run(g);
+      // Measured: its start and end on the host clock, and its counts, into its row.
+      LaunchCounts counts;
+      g.counts = &counts;
+      const std::uint64_t start = rig_now_ns();
+      const bool ran = workers_.run(g);
+      const std::uint64_t end = rig_now_ns();
+      if (ran && !counts.unmeasured.load(std::memory_order_relaxed)) {
+        row[1] = start;
+        row[2] = end;
+        for (std::size_t i = 0; i < counter_count_; ++i)
+          row[3 + i] = counts.values[i].load(std::memory_order_relaxed);
+        row[0] = 1;
+      }
+      return ran;
     }
     case RIG_KIND_COPY:
       run_boxes(step.copy.dst, step.copy.src, step.copy.boxes, step.copy.count, step.copy.fill);
@@ -333,10 +421,14 @@ void HostQueue::dispatch() {
     }
     if (!await_waits(slot)) return;
     std::uint64_t* const times = slot.times;
+    std::uint64_t* row = slot.rows;  // the next launch's row, if the value is measured
     const std::uint64_t v = slot.value;
     const std::uint64_t start = times != nullptr ? rig_now_ns() : 0;
     for (std::uint32_t i = 0; i < slot.step_count; ++i) {
-      if (!run_step(slot.steps[i], v)) return;  // a failed fill, or stop: nothing more runs
+      const Step& step = slot.steps[i];
+      // A failed fill, or stop: nothing more runs.
+      if (!run_step(step, v, step.kind == RIG_KIND_LAUNCH ? row : nullptr)) return;
+      if (row != nullptr && step.kind == RIG_KIND_LAUNCH) row += row_words();
     }
     if (times != nullptr) {
       times[0] = start;

@@ -7,6 +7,11 @@
 // words, runs the job's parts one after the other (so every `after` holds), then stores
 // the job's value into the timeline word with release order and wakes the threads that
 // sleep on it. Every wait spins first (tens of µs) and then parks on a futex.
+//
+// A queue made with counters measures the launches of each value submit times (it is given
+// a pair of times): the dispatcher stamps each launch's start and end on the host clock and
+// the workers count its events, into rows that submit set aside for the value and
+// measures hands to rig. An untimed value costs the dispatcher one test per launch.
 #pragma once
 
 #include "futex.hpp"
@@ -21,8 +26,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 namespace rig::host {
 
@@ -40,8 +48,11 @@ class HostQueue {
   static constexpr std::uint32_t kSlots = 256;
 
   // A queue that shows progress in `word`, calls fills with `fill_context` as their queue
-  // context, and runs launches with `helpers` helper threads beside its dispatcher.
-  HostQueue(volatile std::uint64_t* word, void* fill_context, unsigned helpers);
+  // context, and runs launches with `helpers` helper threads beside its dispatcher. With
+  // `counters` (at most kCountersMax, which the caller has probed), it measures the
+  // launches of timed values: a row of 3 + counters.size() words each (measures).
+  HostQueue(volatile std::uint64_t* word, void* fill_context, unsigned helpers,
+            std::span<const CounterEvent> counters = {});
   HostQueue(const HostQueue&) = delete;
   HostQueue& operator=(const HostQueue&) = delete;
   ~HostQueue();  // stops if stop was not called
@@ -64,6 +75,18 @@ class HostQueue {
   // rig_driver::commit: every submitted value is committed, so RIG_OK, or RIG_FAILED with
   // the reason once the queue failed or stopped.
   int commit(std::uint64_t v, const char** failure) noexcept;
+
+  // rig_driver::measures, for a queue made with counters. Given `out`, once the word shows
+  // v, writes one row per launch of v in the order of its parts: 1, the launch's start and
+  // end on the host clock, then each counter's count summed over the threads that ran its
+  // groups; it writes nothing for a launch it did not measure (a thread could not count,
+  // or the kernel never scheduled the counters), for a value the word does not show yet,
+  // or for one submit did not time. Given null, frees v's rows, at once if the word shows
+  // v and otherwise once it does. Always RIG_OK: the host's counters cannot fail the device.
+  int measures(std::uint64_t v, std::uint64_t* out, const char** failure) noexcept;
+
+  // The words of a launch's row: 3 + the number of counters; 3 for a queue without.
+  std::size_t row_words() const noexcept { return 3 + counter_count_; }
 
   // Blocks until the word shows v, `most` has passed, or the queue stops; may return
   // early. Throws edge::Fault with the failure's message once a fill failed.
@@ -123,6 +146,7 @@ class HostQueue {
   struct alignas(64) Slot {
     std::uint64_t value = 0;
     std::uint64_t* times = nullptr;
+    std::uint64_t* rows = nullptr;  // a measured value's launch rows (row_words() each)
     const Step* steps = nullptr;
     const rig_wait* waits = nullptr;
     std::uint32_t step_count = 0;
@@ -138,11 +162,18 @@ class HostQueue {
   void dispatch();                                   // the dispatcher thread
   bool await_job(std::uint32_t next);                // false once stopping
   bool await_waits(const Slot& slot);                // false once stopping
-  bool run_step(const Step& step, std::uint64_t v);  // false on failure or stop
+  // Runs a step; a launch with a row is measured into it. False on failure or stop.
+  bool run_step(const Step& step, std::uint64_t v, std::uint64_t* row);
+  // Sets aside rows for value v's `launches` launches (submit's side); null if there is no
+  // memory for them, which leaves v unmeasured.
+  std::uint64_t* keep_rows(std::uint64_t v, std::uint32_t launches) noexcept;
+  // Frees the rows of values measures let go before the word showed them, once it does.
+  void sweep_rows() noexcept;
   void fail(int code, std::uint64_t v);              // records a fill's failure
 
   volatile std::uint64_t* word_;
   void* fill_context_;
+  std::size_t counter_count_ = 0;
   std::unique_ptr<Slot[]> slots_;
   Workers workers_;
   std::thread dispatcher_;
@@ -164,6 +195,14 @@ class HostQueue {
   bool stopped_ = false;        // stop() ran (its caller's state)
   char failure_[160] = {};      // written by the dispatcher before failed_
   char stop_reason_[256] = {};  // written by stop() before stopping_
+
+  // The rows of timed values, by value, that measures has not freed; rows let go before
+  // the word showed their value (the dispatcher may still write them); spare row storage
+  // for later values. Only the C functions (submit, measures) touch them, one at a time;
+  // the dispatcher writes the rows through Slot::rows.
+  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> kept_rows_;
+  std::vector<std::uint64_t> doomed_rows_;
+  std::vector<std::vector<std::uint64_t>> spare_rows_;
 };
 
 }  // namespace rig::host

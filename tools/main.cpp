@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "conform.hpp"
+#include "prof.hpp"
 #include "tool.hpp"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,16 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--json", bench.json, "print a JSON array of figures");
   bench_cmd->add_option("--device", bench.device, "the device to run on, where a bench allows a choice");
   bench_cmd->add_option("--repeats", bench.repeats, "repetitions; figures are medians")->check(CLI::Range(1, 1000));
+  bench_cmd->add_option("--compare", bench.compare,
+                        "a baseline (rig bench --json): mark figures more than 10% worse, and fail if one is")
+      ->check(CLI::ExistingFile);
+
+  rig::tool::ProfOptions prof;
+  auto* prof_cmd = app.add_subcommand("prof", "run a program with a profile taken, then sum up its launches");
+  prof_cmd->add_option("-o,--output", prof.trace, "where the program writes its Chrome trace (RIG_PROFILE)");
+  prof_cmd->add_option("--csv", prof.csv, "also write one CSV row per launch here (RIG_PROFILE_CSV)");
+  prof_cmd->add_option("--top", prof.top, "rows of the summary")->check(CLI::PositiveNumber);
+  prof_cmd->add_option("command", prof.command, "-- then the program and its arguments");
 
   rig::tool::ConformOptions conform;
   auto* conform_cmd =
@@ -38,6 +49,7 @@ int main(int argc, char** argv) {
     if (*devices_cmd) return rig::tool::devices(devices);
     if (*demo_cmd) return rig::tool::demo(demo);
     if (*bench_cmd) return rig::tool::bench(bench);
+    if (*prof_cmd) return rig::tool::prof(prof);
     if (*conform_cmd) return rig::tool::conform(conform);
   } catch (const std::exception& e) {
     fmt::print(stderr, "rig: {}\n", e.what());

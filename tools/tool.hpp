@@ -23,6 +23,7 @@ struct BenchOptions {
   bool json = false;
   std::string device;
   int repeats = 7;
+  std::string compare;  // a baseline (rig bench --json) to compare with; empty: none
 };
 int bench(const BenchOptions&);
 

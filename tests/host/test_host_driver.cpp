@@ -3,6 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 
 #include "host_driver.hpp"
+#include "host_queue.hpp"
 
 #include <doctest/doctest.h>
 #include <rig/edge.hpp>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include <linux/perf_event.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -241,7 +243,6 @@ TEST_CASE("the host driver states its facts") {
   CHECK(f.alignment == 16);
   CHECK((f.alignment & (f.alignment - 1)) == 0);
   if (f.cache_bytes) CHECK(*f.cache_bytes >= 1);
-  CHECK(f.counters.empty());
   CHECK((f.word == &h.word));
   REQUIRE(f.edge != nullptr);
   REQUIRE(h.table != nullptr);
@@ -249,7 +250,29 @@ TEST_CASE("the host driver states its facts") {
   CHECK((h.table->submit != nullptr));
   CHECK((h.table->commit != nullptr));
   CHECK((h.table->settle == nullptr));
-  CHECK((h.table->measures == nullptr));
+}
+
+TEST_CASE("the host lists instructions and cycles where it may count them, and else none with a NULL measures") {
+  Host h;
+  const auto refused = rig::host::probe_counters(rig::host::hardware_counters());
+  if (refused) {
+    MESSAGE("this machine counts nothing: " << *refused);
+    CHECK(h.facts.counters.empty());
+    CHECK((h.table->measures == nullptr));
+  } else {
+    using Counters = std::vector<std::pair<std::string, int>>;
+    CHECK(h.facts.counters == Counters{{"instructions", 1}, {"cycles", 1}});
+    CHECK((h.table->measures != nullptr));
+  }
+}
+
+TEST_CASE("a refused counter is named with the kernel's reason") {
+  // A hardware event no PMU has: the kernel refuses it with ENOENT or EINVAL.
+  const rig::host::CounterEvent bogus[] = {{"bogus", PERF_TYPE_HARDWARE, 0xfff}};
+  const auto refused = rig::host::probe_counters(bogus);
+  REQUIRE(refused.has_value());
+  CHECK(refused->find("perf_event_open of bogus: ") == 0);
+  CHECK(rig::host::probe_counters({}).has_value());
 }
 
 TEST_CASE("alloc aligns regions by their size and rounds them to whole words") {
@@ -720,4 +743,244 @@ TEST_CASE("an idle driver uses no CPU: its threads park") {
   std::this_thread::sleep_for(300ms);
   const double used = process_cpu_seconds() - before;
   CHECK(used < 0.015);
+}
+
+// ---------------------------------------------------------------------------------------
+// Measures: the launches of timed values. The queue's machinery is checked with software
+// perf events, which machines without a PMU (VMs) have too: task-clock, the nanoseconds a
+// thread ran, is summed over the threads that ran a launch's groups.
+
+namespace {
+
+const rig::host::CounterEvent kSoftwareCounters[] = {
+    {"task-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK},
+    {"context-switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES},
+};
+
+std::uint64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return std::uint64_t(t.tv_sec) * 1'000'000'000u + std::uint64_t(t.tv_nsec);
+}
+
+// A kernel in this program (a launch's code when it has no kernel record): each group runs
+// on its thread's CPU for params->ns nanoseconds, and adds the time it ran and a mark of
+// its thread to the params.
+struct BurnParams {
+  std::uint64_t ns;
+  std::atomic<std::uint64_t>* ran_ns;
+  std::atomic<std::uint64_t>* threads;  // a bit per thread seen (its id modulo 64)
+};
+extern "C" void burn(const void* p, const rig_host_group*) {
+  const auto* params = static_cast<const BurnParams*>(p);
+  const std::uint64_t start = thread_cpu_ns();
+  std::uint64_t now = start;
+  while (now - start < params->ns) now = thread_cpu_ns();
+  params->ran_ns->fetch_add(now - start);
+  params->threads->fetch_or(std::uint64_t(1) << (std::uint64_t(gettid()) % 64));
+}
+
+rig_part burn_part(const BurnParams& params, std::uint32_t groups) {
+  edge::Entry e;
+  e.code = reinterpret_cast<std::uint64_t>(&burn);
+  return launch_part(e, {groups, 1, 1}, {1, 1, 1}, &params, sizeof params);
+}
+
+// A host queue that counts `events` with two helpers, on a word of its own.
+struct CountingQueue {
+  alignas(8) volatile std::uint64_t word = 0;
+  rig::host::HostQueue queue;
+
+  explicit CountingQueue(std::span<const rig::host::CounterEvent> events = kSoftwareCounters)
+      : queue(&word, nullptr, 2, events) {}
+  ~CountingQueue() { queue.stop("the test is over"); }
+
+  void submit(rig_part* parts, std::uint32_t count, std::uint64_t v, std::uint64_t* times) {
+    REQUIRE(queue.room(parts, count, 0) == RIG_FITS);
+    const char* failure = nullptr;
+    REQUIRE(queue.submit(parts, count, nullptr, 0, v, times, &failure) == RIG_COMMITTED);
+  }
+  void wait(std::uint64_t v) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (load(word) < v) {
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      queue.sleep(v, 10ms);
+    }
+  }
+  // measures(v) into rows of zeroes for `launches` launches.
+  std::vector<std::uint64_t> measures(std::uint64_t v, std::size_t launches) {
+    std::vector<std::uint64_t> out(launches * queue.row_words(), 0);
+    const char* failure = nullptr;
+    REQUIRE(queue.measures(v, out.data(), &failure) == RIG_OK);
+    return out;
+  }
+  void release(std::uint64_t v) {
+    const char* failure = nullptr;
+    REQUIRE(queue.measures(v, nullptr, &failure) == RIG_OK);
+  }
+};
+
+// Whether this process may count software events; says why not when it may not.
+bool software_counting() {
+  if (auto why = rig::host::probe_counters(kSoftwareCounters)) {
+    MESSAGE("perf events are not allowed here, so the counted paths are not checked: " << *why);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("a timed launch's row holds its start and end inside the value's, and its counts summed over the threads that ran its groups") {
+  if (!software_counting()) return;
+  CountingQueue q;
+  CHECK(q.queue.row_words() == 5);
+  std::atomic<std::uint64_t> ran{0}, threads{0};
+  const BurnParams params{2'000'000, &ran, &threads};  // 2 ms of CPU per group
+  rig_part part = burn_part(params, 8);
+  std::uint64_t times[2] = {0, 0};
+  q.submit(&part, 1, 1, times);
+  q.wait(1);
+  const auto row = q.measures(1, 1);
+  REQUIRE(row[0] == 1);
+  CHECK(times[0] <= row[1]);
+  CHECK(row[1] <= row[2]);
+  CHECK(row[2] <= times[1]);
+  // task-clock, summed: every group's time, whichever thread ran it, and little else.
+  const std::uint64_t task_clock = row[3];
+  MESSAGE("task-clock " << task_clock << " ns for " << ran.load() << " ns of groups on "
+                        << __builtin_popcountll(threads.load()) << " threads");
+  CHECK(task_clock >= ran.load() * 95 / 100);
+  CHECK(task_clock <= ran.load() + 5'000'000);
+  q.release(1);
+}
+
+TEST_CASE("measures writes a row per launch in the order of the parts, none for copies and fills") {
+  if (!software_counting()) return;
+  CountingQueue q;
+  std::atomic<std::uint64_t> ran1{0}, ran2{0}, threads{0};
+  const BurnParams one{1'000'000, &ran1, &threads}, two{1'000'000, &ran2, &threads};
+  std::vector<unsigned char> a(64, 7), b(64, 0);
+  const rig_box box{0, 0, 64, 1, 0, 0};
+  FillCall call;
+  rig_part parts[4] = {burn_part(one, 1), copy_part(a.data(), b.data(), &box, 1), burn_part(two, 2),
+                       fill_part(record_fill, &call)};
+  std::uint64_t times[2] = {0, 0};
+  q.submit(parts, 4, 1, times);
+  q.wait(1);
+  const auto rows = q.measures(1, 2);
+  const std::size_t n = q.queue.row_words();
+  REQUIRE(rows[0] == 1);
+  REQUIRE(rows[n] == 1);
+  CHECK(times[0] <= rows[1]);
+  CHECK(rows[2] <= rows[n + 1]);  // the second launch starts after the first ends
+  CHECK(rows[n + 2] <= times[1]);
+  CHECK(rows[3] >= ran1.load() * 95 / 100);
+  CHECK(rows[n + 3] >= ran2.load() * 95 / 100);
+  CHECK(ran2.load() >= 2'000'000);
+  CHECK(b == a);
+  CHECK(call.v == 1);
+  q.release(1);
+}
+
+TEST_CASE("a value submit did not time is not measured: measures writes nothing") {
+  if (!software_counting()) return;
+  CountingQueue q;
+  std::atomic<std::uint64_t> ran{0}, threads{0};
+  const BurnParams params{100'000, &ran, &threads};
+  rig_part part = burn_part(params, 4);
+  q.submit(&part, 1, 1, nullptr);
+  q.wait(1);
+  const auto row = q.measures(1, 1);
+  CHECK(std::all_of(row.begin(), row.end(), [](std::uint64_t w) { return w == 0; }));
+  CHECK(ran.load() >= 400'000);
+}
+
+TEST_CASE("measures writes nothing before the word shows the value, and rows let go early are freed once it does") {
+  if (!software_counting()) return;
+  CountingQueue q;
+  std::atomic<std::uint64_t> ran{0}, threads{0};
+  const BurnParams slow{60'000'000, &ran, &threads};  // 60 ms of CPU
+  rig_part part = burn_part(slow, 1);
+  std::uint64_t times[2] = {0, 0};
+  q.submit(&part, 1, 1, times);
+  const auto early = q.measures(1, 1);
+  CHECK(load(q.word) == 0);  // still running: the check above asked too early
+  CHECK(std::all_of(early.begin(), early.end(), [](std::uint64_t w) { return w == 0; }));
+  q.release(1);  // let go while the dispatcher may still write the row
+  q.wait(1);
+  const auto after = q.measures(1, 1);  // v was let go: nothing
+  CHECK(std::all_of(after.begin(), after.end(), [](std::uint64_t w) { return w == 0; }));
+  // The next timed value reuses the storage; under ASan a row freed too early would show.
+  const BurnParams quick{100'000, &ran, &threads};
+  rig_part next = burn_part(quick, 2);
+  std::uint64_t times2[2] = {0, 0};
+  q.submit(&next, 1, 2, times2);
+  q.wait(2);
+  CHECK(q.measures(2, 1)[0] == 1);
+  q.release(2);
+}
+
+TEST_CASE("a launch whose threads cannot count is left unmeasured, and still runs") {
+  const rig::host::CounterEvent bogus[] = {{"bogus", PERF_TYPE_HARDWARE, 0xfff}};
+  CountingQueue q(bogus);
+  std::atomic<std::uint64_t> ran{0}, threads{0};
+  const BurnParams params{100'000, &ran, &threads};
+  rig_part part = burn_part(params, 4);
+  std::uint64_t times[2] = {0, 0};
+  q.submit(&part, 1, 1, times);
+  q.wait(1);
+  CHECK(times[1] >= times[0]);
+  CHECK(times[0] != 0);
+  const auto row = q.measures(1, 1);
+  CHECK(std::all_of(row.begin(), row.end(), [](std::uint64_t w) { return w == 0; }));
+  CHECK(ran.load() >= 400'000);
+  q.release(1);
+}
+
+TEST_CASE("a queue that counts allocates no heap memory for values submit does not time") {
+  if (!software_counting()) return;
+  CountingQueue q;
+  std::atomic<std::uint64_t> ran{0}, threads{0};
+  const BurnParams params{0, &ran, &threads};
+  rig_part parts[2] = {burn_part(params, 1), burn_part(params, 4)};
+  auto run = [&](std::uint64_t first, std::uint64_t last) {
+    const char* failure = nullptr;
+    for (std::uint64_t v = first; v <= last; ++v) {
+      while (q.queue.room(parts, 2, 0) == RIG_LATER) q.queue.sleep(load(q.word) + 1, 1ms);
+      if (q.queue.submit(parts, 2, nullptr, 0, v, nullptr, &failure) != RIG_COMMITTED) return false;
+    }
+    while (load(q.word) < last) q.queue.sleep(last, 1ms);
+    return true;
+  };
+  REQUIRE(run(1, 600));
+  const std::uint64_t before = heap_allocations.load();
+  const bool ok = run(601, 2000);
+  const std::uint64_t after = heap_allocations.load();
+  REQUIRE(ok);
+  CHECK(after - before == 0);
+}
+
+TEST_CASE("where the host counts, a timed launch's row holds its instructions and cycles") {
+  Host h;
+  if (h.table->measures == nullptr) {
+    MESSAGE("this machine counts no instructions or cycles (facts list no counters)");
+    return;
+  }
+  std::atomic<std::uint64_t> ran{0}, threads{0};
+  const BurnParams params{2'000'000, &ran, &threads};
+  rig_part part = burn_part(params, 4);
+  std::uint64_t times[2] = {0, 0};
+  h.submit(&part, 1, 1, nullptr, 0, times);
+  h.wait(1);
+  std::uint64_t row[5] = {};
+  const char* failure = nullptr;
+  REQUIRE(h.table->measures(h.edge, 1, row, &failure) == RIG_OK);
+  REQUIRE(row[0] == 1);
+  CHECK(times[0] <= row[1]);
+  CHECK(row[2] <= times[1]);
+  MESSAGE("instructions " << row[3] << ", cycles " << row[4]);
+  CHECK(row[3] > 100'000);  // 8 ms of spinning on the clock
+  CHECK(row[4] > 100'000);
+  CHECK(h.table->measures(h.edge, 1, nullptr, &failure) == RIG_OK);
 }

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Checks `rig bench --compare` and scripts/hwtest.py from the outside:
+
+- rig bench --compare marks a figure more than 10 % worse than the baseline's, which way
+  its unit worsens: a time when higher, a rate (GB/s) when lower; and exits 1;
+- it refuses a baseline it cannot read;
+
+and, with the submit bench only:
+
+- --update-baseline writes the baseline, and the run writes a JUnit XML and a JSON report;
+- a baseline the figures are more than 10 % worse than makes the run fail, naming the
+  figure in both reports; a baseline they beat passes;
+- the conformance suite runs on the host device, or, where rig has no conform command yet,
+  is reported as skipped with the reason and the run goes on (and fails under
+  --require-conform);
+- a run waits for the lock another run holds, and gives up after --lock-timeout.
+
+usage: check_hwtest.py RIG HWTEST"""
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+rig, hwtest = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+failures = []
+
+
+def check(name, condition, detail=""):
+    print(("ok   " if condition else "FAIL ") + name + (f": {detail}" if detail and not condition else ""))
+    if not condition:
+        failures.append(name)
+
+
+def bench(*args):
+    return subprocess.run([rig, "bench", *args], capture_output=True, text=True, timeout=600)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    # rig bench --compare, on the copy bench (rates) and the submit bench (times, counts).
+    measured = bench("copy", "submit", "--json", "--repeats", "1")
+    check("rig bench --json exits 0", measured.returncode == 0, measured.stderr)
+    figures = json.loads(measured.stdout or "[]")
+    by_name = {f["name"]: f for f in figures}
+    if {"copy-host-host", "copy-memory-host", "submit", "submit-allocations"} <= set(by_name):
+        doctored = json.loads(measured.stdout)
+        for f in doctored:
+            if f["name"] == "copy-host-host":
+                f["value"] *= 2      # the baseline copied twice as fast: this run is worse
+            elif f["name"] == "copy-memory-host":
+                f["value"] /= 2      # it copied half as fast: this run is better
+            elif f["name"] == "submit":
+                f["value"] *= 100    # it submitted 100 times slower: better
+        path = os.path.join(tmp, "doctored.json")
+        with open(path, "w") as out:
+            json.dump(doctored, out)
+        compared = bench("copy", "submit", "--json", "--repeats", "1", "--compare", path)
+        check("a regression makes rig bench --compare exit 1", compared.returncode == 1, compared.stderr)
+        got = {f["name"]: f for f in json.loads(compared.stdout or "[]")}
+        check("a rate lower than its baseline's is a regression", got.get("copy-host-host", {}).get("regression"),
+              got.get("copy-host-host"))
+        check("a rate higher than its baseline's is not", got.get("copy-memory-host", {}).get("regression") is False,
+              got.get("copy-memory-host"))
+        check("a time lower than its baseline's is not", got.get("submit", {}).get("regression") is False,
+              got.get("submit"))
+        check("no allocations against a baseline of none is not", got.get("submit-allocations", {}).get(
+            "regression") is False, got.get("submit-allocations"))
+        check("each compared figure keeps its fields and gains baseline, worse_by and regression",
+              all({"name", "value", "min", "max", "unit", "floor", "floor_name", "ratio", "note", "baseline",
+                   "worse_by", "regression"} <= set(f) for f in got.values()), list(got.values())[:1])
+        check("the regression is named on stderr", "copy-host-host regressed" in compared.stderr, compared.stderr)
+        for f in doctored:
+            if f["name"] == "submit":
+                f["value"] /= 10000  # now 100 times faster than this run: worse
+        with open(path, "w") as out:
+            json.dump(doctored, out)
+        table = bench("submit", "--repeats", "1", "--compare", path)
+        check("the table marks a time higher than its baseline's", table.returncode == 1 and any(
+            line.startswith("submit ") and "REGRESSION" in line for line in table.stdout.splitlines()), table.stdout)
+    else:
+        check("rig bench copy submit prints the copy and submit figures", False, list(by_name))
+    unreadable = bench("submit", "--compare", os.path.join(tmp, "doctored.json") + ".missing")
+    check("a baseline that does not exist is refused", unreadable.returncode != 0, unreadable.stderr)
+    with open(os.path.join(tmp, "broken.json"), "w") as out:
+        out.write("{not json")
+    broken = bench("submit", "--repeats", "1", "--compare", os.path.join(tmp, "broken.json"))
+    check("a baseline that is not JSON is refused", broken.returncode == 2 and "not JSON" in broken.stderr,
+          broken.stderr)
+
+    lock = os.path.join(tmp, "hwtest.lock")
+    baseline = os.path.join(tmp, "baselines", "this-machine.json")
+
+    def run(*extra, out="out"):
+        cmd = [sys.executable, hwtest, "--rig", rig, "--out", os.path.join(tmp, out), "--baseline", baseline,
+               "--lock", lock, "--bench", "submit", "--repeats", "1", "--device", "CPU", *extra]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+        report = None
+        path = os.path.join(tmp, out, "hwtest.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                report = json.load(f)
+        return done, report
+
+    def junit(out="out"):
+        return ET.parse(os.path.join(tmp, out, "hwtest.xml")).getroot()
+
+    first, report = run("--update-baseline")
+    conform_present = bool(report) and report["conform"] and report["conform"][0]["status"] != "unavailable"
+    check("a first run writes the baseline", os.path.exists(baseline), first.stderr)
+    check("the run writes a JSON report", report is not None, first.stderr)
+    check("the run writes a JUnit XML", os.path.exists(os.path.join(tmp, "out", "hwtest.xml")))
+    if report:
+        check("the JSON report lists the devices", any(d.get("name") == "CPU" for d in report["devices"]),
+              report["devices"])
+        check("the JSON report holds the figures", {f["name"] for f in report["bench"]["figures"]} >=
+              {"submit", "submit-allocations"}, report["bench"])
+        entry = report["conform"][0] if report["conform"] else {}
+        if conform_present:
+            check("the conformance suite runs on the host device", entry.get("tests", 0) > 0, entry)
+            check("and its laws hold there", entry.get("status") == "passed", entry)
+            check("a run where every law holds exits 0", first.returncode == 0, first.stderr)
+        else:
+            check("a rig without conform is reported clearly", "no conform command" in first.stderr, first.stderr)
+            check("and the run goes on to exit 0", first.returncode == 0, first.stderr)
+            suites = [s.get("name") for s in junit()]
+            check("and the JUnit XML has it as a skipped case", any("conform CPU" == s for s in suites) and
+                  junit().get("skipped") == "1", suites)
+            strict, _ = run("--require-conform", "--no-bench")
+            check("--require-conform fails a rig without conform", strict.returncode == 1, strict.stderr)
+    if os.path.exists(baseline):
+        with open(baseline) as f:
+            figures = json.load(f)
+        check("the baseline keeps rig bench's JSON fields",
+              all(set(f) == {"name", "value", "min", "max", "unit", "floor", "floor_name", "ratio", "note"}
+                  for f in figures), figures[:1])
+
+        # A baseline 100 times faster: the submit figure regressed.
+        for f in figures:
+            if f["name"] == "submit":
+                f["value"] /= 100
+        with open(baseline, "w") as out:
+            json.dump(figures, out)
+        worse, report = run("--no-conform", out="worse")
+        check("a figure more than 10% worse than the baseline fails the run", worse.returncode == 1, worse.stderr)
+        check("the JSON report names the regression", report and report["bench"]["regressions"] == ["submit"],
+              report and report["bench"])
+        cases = {c.get("name"): c for c in junit("worse").iter("testcase")}
+        check("the JUnit XML fails the figure's case", "submit" in cases and cases["submit"].find("failure") is not None,
+              list(cases))
+        check("and passes the others", "submit-allocations" in cases and
+              cases["submit-allocations"].find("failure") is None, list(cases))
+
+        # A baseline 100 times slower: no regression.
+        for f in figures:
+            if f["name"] == "submit":
+                f["value"] *= 10000
+        with open(baseline, "w") as out:
+            json.dump(figures, out)
+        better, report = run("--no-conform", out="better")
+        check("figures better than the baseline pass", better.returncode == 0 and report["ok"], better.stderr)
+
+    # Another run holds the lock: this one waits, then gives up.
+    with open(lock, "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("12345 another-run\n")
+        held.flush()
+        blocked, _ = run("--no-conform", "--no-bench", "--lock-timeout", "1", out="blocked")
+        check("a run gives up on a lock another run holds", blocked.returncode == 2 and "lock" in blocked.stderr,
+              blocked.stderr)
+        check("and says who holds it", "12345 another-run" in blocked.stderr, blocked.stderr)
+
+sys.exit(1 if failures else 0)
