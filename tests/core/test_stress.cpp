@@ -34,7 +34,7 @@ TEST_CASE("four threads submitting with cross-device waits: values complete in o
     std::vector<std::uint64_t> last(all.size(), 0);
     while (!done.load()) {
       for (std::size_t i = 0; i < all.size(); ++i) {
-        std::uint64_t w = rig_words[all[i].index()];
+        std::uint64_t w = __atomic_load_n(&rig_words[all[i].index()], __ATOMIC_ACQUIRE);
         if (w < last[i]) backwards++;
         last[i] = w;
       }
@@ -84,7 +84,7 @@ TEST_CASE("four threads submitting with cross-device waits: values complete in o
   for (auto& d : all) {
     CAPTURE(d.name());
     d.wait(d.submitted());
-    CHECK(rig_words[d.index()] == d.submitted());
+    CHECK(__atomic_load_n(&rig_words[d.index()], __ATOMIC_ACQUIRE) == d.submitted());
   }
   CHECK(cpu.submitted() >= std::uint64_t(2 * per_thread));
   CHECK(control->violations().empty());
