@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <functional>
@@ -104,7 +105,13 @@ struct DeviceState {
   void spread_loss();
   // True iff its driver may free memory and unload images now: while it is live, and after
   // its stop once the word shows its last submitted value (loss_mutex held).
-  bool may_free() const { return !is_lost.load() || (stopped && word() >= submitted.load()); }
+  bool may_free() const { return !is_lost.load() || (stopped && stopped_word() >= submitted.load()); }
+  // The value its word shows after stop: a word of the driver's own is read in memory,
+  // since no call but free and unload follows stop; with no such word, rig's copy.
+  std::uint64_t stopped_word() const {
+    if (own_word && facts.word) return std::max(word(), __atomic_load_n(facts.word, __ATOMIC_ACQUIRE));
+    return word();
+  }
   void check_live() const {
     if (is_lost.load(std::memory_order_acquire)) throw_lost();
   }

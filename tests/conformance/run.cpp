@@ -42,32 +42,18 @@ const std::vector<Entry>& table() {
       {{"a failed part loses the device and nothing else", ""}, a_failed_part_loses_the_device_and_nothing_else},
       {{"an injected fault in any call of its driver loses the device and nothing else", ""},
        an_injected_fault_loses_the_device_and_nothing_else},
-      {{"every use of a lost device's memory raises Lost",
-        "host access, copies, blits and fills of a lost device's memory never check the device, so a blit out of a "
-        "closed device's buffer returns its bytes (DESIGN.md, Loss: every later use of it, its memory, ... throws "
-        "rig::Lost)"}, a_lost_devices_memory_raises_lost},
-      {{"a lost device's memory returns to its driver once its word shows its last value",
-        "DeviceState::defer and drain count a lost device's unreached own values as never reached, so memory that "
-        "unreached work used stays deferred for good, though stop raised the word to the last submitted value "
-        "(spec Rig_edge: once the word shows the last submitted value, rig frees the device's remaining memory)"},
+      {{"every use of a lost device's memory raises Lost", ""}, a_lost_devices_memory_raises_lost},
+      {{"a lost device's memory returns to its driver once its word shows its last value", ""},
        a_lost_devices_memory_returns},
-      {{"a wait on a lost producer's unreached value loses the waiting device",
-        "DeviceState::lose spreads the loss (spread_loss) only after the producer's driver->stop returned, and "
-        "spares a consumer whose word is already past its waiting value; stop may raise the producer's word to "
-        "its last submitted value, so a consumer queue that runs meanwhile passes the wait, runs the work on a "
-        "value never reached, and is not lost (spread the loss before stop)"},
+      {{"a wait on a lost producer's unreached value loses the waiting device", ""},
        a_wait_on_a_lost_producer_loses_the_waiting_device},
       {{"a wait blocked on a device that is lost meanwhile raises Lost", ""}, a_wait_interrupted_by_a_loss_raises_lost},
       {{"close of an idle device loses it with reason \"closed\"", ""}, close_of_an_idle_device},
       {{"close of a busy device waits for its work", ""}, close_of_a_busy_device_waits_for_its_work},
       {{"long work that progresses is not a hang", ""}, long_work_is_not_a_hang},
       {{"a stall past hang_ms loses the device with \"no progress for n ms\"", ""}, a_stall_past_hang_ms_is_a_hang},
-      // Last: while the core gap it names stands, its failure leaves staging unusable for the
-      // rest of the process.
-      {{"a loss leaves the other devices' copies through staging alone",
-        "a staging allocation keeps the point of its last transfer; once that transfer's device is lost before "
-        "reaching it, Staging::take's point_reached raises Lost for it, so every later copy through staging, of "
-        "any device, raises Lost naming the lost device, for the rest of the process (core/copy.cpp)"},
+      // Last: a failure of this law may leave staging unusable for the laws after it.
+      {{"a loss leaves the other devices' copies through staging alone", ""},
        a_loss_leaves_other_devices_copies_alone},
   };
   return entries;

@@ -452,11 +452,7 @@ TEST_CASE("soak: random work across three devices with random faults keeps every
   if (ops >= 2000) CHECK(losses >= 3);  // the soak exercised loss
 }
 
-TEST_CASE("soak: a device's loss leaves the other devices' copies alone" * doctest::may_fail()) {
-  // Core gap: a staging allocation whose last transfer was queued on a device that was lost
-  // before it ran keeps that point; Staging::take calls point_reached on it, which raises
-  // Lost for the lost device, so every later copy through staging, on any device, raises
-  // Lost naming a device lost long before (core/copy.cpp, Staging::take).
+TEST_CASE("soak: a device's loss leaves the other devices' copies alone") {
   REQUIRE(soak_ran.load());
   std::size_t shown = 0;
   for (const auto& s : stale_losses())
@@ -464,11 +460,7 @@ TEST_CASE("soak: a device's loss leaves the other devices' copies alone" * docte
   CHECK_MESSAGE(stale_losses().empty(), stale_losses().size() << " operations raised Lost for a device lost earlier");
 }
 
-TEST_CASE("soak: a lost device's memory returns to its driver" * doctest::may_fail()) {
-  // Core gap: DeviceState::defer and drain count a lost device's unreached own values as never
-  // reached, so the memory of its unreached work never returns to the driver, though stop
-  // raised the word to the last submitted value (spec Rig_edge: "Once the word shows the
-  // device's last submitted value, rig frees the device's remaining memory").
+TEST_CASE("soak: a lost device's memory returns to its driver") {
   REQUIRE(soak_ran.load());
   for (const auto& leak : lost_device_leaks()) FAIL_CHECK(leak);
 }
