@@ -25,8 +25,18 @@ OutOfMemory::OutOfMemory(std::string device, std::size_t bytes, std::string why)
       device_(std::move(device)),
       bytes_(bytes) {}
 
+Interrupted::Interrupted(std::string device, std::uint64_t value)
+    : std::runtime_error(fmt::format("{}: the wait for value {} was interrupted", device, value)),
+      device_(std::move(device)),
+      value_(value) {}
+
 namespace detail {
 namespace {
+
+// Counts the calls of interrupt: a wait that sees it change while it sleeps raises
+// Interrupted. Lock-free, so interrupt is async-signal-safe.
+std::atomic<std::uint64_t> interrupts{0};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 // Device indices are timeline word indices. Index 0 is the host device's. An index is
 // given to one device for the life of the process, so that a Point always names the
@@ -278,6 +288,7 @@ void DeviceState::commit_through(std::uint64_t v) {
 }
 
 void DeviceState::wait(std::uint64_t v) {
+  const std::uint64_t interrupts_at_start = interrupts.load(std::memory_order_relaxed);
   std::uint64_t s = submitted.load(std::memory_order_acquire);
   // The word may show a value before its submit has noted it as submitted.
   if (v > s && v > word()) refuse("wait for value {}, but only {} were submitted", v, s);
@@ -290,10 +301,12 @@ void DeviceState::wait(std::uint64_t v) {
   using clock = std::chrono::steady_clock;
   auto progress_at = clock::now();
   std::uint64_t seen = word();
+  // Each round sleeps at most a slice (50 ms), so an interrupt is seen well within 200 ms.
   while (true) {
     if (reached(v)) return;
     std::uint64_t w = read_word();
     if (w >= v && reached(v)) return;
+    if (interrupts.load(std::memory_order_relaxed) != interrupts_at_start) throw Interrupted(name, v);
     if (w != seen) {
       seen = w;
       progress_at = clock::now();
@@ -468,6 +481,8 @@ void Device::close() {
   d.drain();
   d.lose("closed");
 }
+
+void interrupt() noexcept { detail::interrupts.fetch_add(1, std::memory_order_relaxed); }
 
 void fail(std::string_view why) {
   {

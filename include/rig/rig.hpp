@@ -65,6 +65,29 @@ class OutOfMemory : public std::runtime_error {
   std::size_t bytes_;
 };
 
+// A wait was interrupted (rig::interrupt) before its value was reached. Any call that waits
+// may raise it: Device::wait and close, Point::wait, Buffer::wait, host access, blocking
+// copies and fills, an allocation waiting for memory to return. What the call handed to
+// devices before goes on; what it had not done yet is not done (a host read never ran its
+// function, a blocking copy through staging may have moved only its first chunks); the
+// devices, their memory and their claims are as they were, and a later wait for the same
+// value returns once it is reached.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted(std::string device, std::uint64_t value);
+  const std::string& device() const { return device_; }
+  std::uint64_t value() const { return value_; }
+
+ private:
+  std::string device_;
+  std::uint64_t value_;
+};
+
+// Interrupts every wait in progress on any thread: each raises Interrupted within 200 ms,
+// having lost nothing. Waits that start later are not interrupted. Async-signal-safe, so
+// that a signal handler (SIGINT) may call it.
+void interrupt() noexcept;
+
 // A handle to a device. Handles are cheap to copy; == compares identity.
 class Device {
  public:
