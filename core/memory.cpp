@@ -337,6 +337,7 @@ std::optional<Buffer> Buffer::borrow(const Device& device, const Buffer& b) {
   if (auto why = b.dead()) d->refuse("a borrow of a dead buffer ({})", *why);
   d->check_live();
   Allocation& a = *b.alloc_;
+  a.device->check_live();  // a borrow is a use of the memory
   if (b.device() == device) return b;
   if (a.device == d) return Buffer(b.alloc_, nullptr, b.first_, b.length_);  // back on its owner
   {
@@ -349,17 +350,27 @@ std::optional<Buffer> Buffer::borrow(const Device& device, const Buffer& b) {
   }
   auto m = std::make_shared<detail::Mapping>();
   m->device = d;
+  // The host address of the memory and whether the host pages it: an io device's memory
+  // borrows as its pages in host memory, where the io device gives them.
+  std::optional<std::uintptr_t> host = a.host;
+  bool host_memory = a.host_paged;
   if (a.io && a.bytes) {
-    return std::nullopt;  // borrows of an io device's pages are not built yet
-  } else if (a.bytes == 0) {
+    if (!d->computes) return std::nullopt;  // an io device maps no other's memory
+    auto pages = a.device->io->pages(*a.io);  // std::system_error where the io device fails
+    if (!pages) return std::nullopt;
+    if (pages->size() < a.bytes)
+      a.device->refuse("its io region's pages hold {} bytes of its {}", pages->size(), a.bytes);
+    host = reinterpret_cast<std::uintptr_t>(pages->data());
+    host_memory = true;
+  }
+  if (a.bytes == 0) {
     // Empty memory borrows on every device of its machine.
-  } else if (d->runs_on_host && a.host) {
-    m->address = *a.host;  // the device's work is this process's code
+  } else if (d->runs_on_host && host) {
+    m->address = *host;  // the device's work is this process's code
   } else if (!d->computes) {
     return std::nullopt;
   } else {
-    const bool host_memory = a.host_paged;
-    if (host_memory && (!d->facts.maps_host || !a.host || *a.host % 4096)) return std::nullopt;
+    if (host_memory && (!d->facts.maps_host || !host || *host % 4096)) return std::nullopt;
     for (int round = 0;; ++round) {
       edge::Mapping answer;
       std::string fault;
@@ -367,9 +378,9 @@ std::optional<Buffer> Buffer::borrow(const Device& device, const Buffer& b) {
         std::lock_guard g(d->calls);
         d->check_live();
         try {
-          std::size_t bytes = host_memory ? (a.region_bytes ? a.region_bytes : (a.bytes + 4095) & ~std::size_t(4095))
-                                          : a.region_bytes;
-          answer = host_memory ? d->driver->map_host(*a.host, bytes)
+          std::size_t bytes = host_memory && (a.io || !a.region_bytes) ? (a.bytes + 4095) & ~std::size_t(4095)
+                                                                      : a.region_bytes;
+          answer = host_memory ? d->driver->map_host(*host, bytes)
                                : d->driver->map_peer({a.handle_only ? std::nullopt : std::optional(a.address), a.host,
                                                       a.handle},
                                                      bytes);
@@ -454,8 +465,12 @@ std::uint64_t Buffer::address() const {
   return alloc_->address + first_;
 }
 std::optional<std::uintptr_t> Buffer::host_address() const {
-  if (!alloc_->host) return std::nullopt;
-  return *alloc_->host + first_;
+  if (alloc_->host) return *alloc_->host + first_;
+  // A borrow on a device whose work is this process's code, of memory the host reaches only
+  // through it: an io device's pages.
+  if (borrow_ && borrow_->mapping && borrow_->device->runs_on_host && alloc_->bytes)
+    return borrow_->mapping->address + first_;
+  return std::nullopt;
 }
 
 namespace {
@@ -499,9 +514,10 @@ std::pair<std::byte*, std::size_t> Buffer::host_bytes(std::size_t size, std::siz
   if (auto why = dead()) d.refuse("host access to a dead buffer ({})", *why);
   if (writing && alloc_->access == Access::Read) d.refuse("a host write of a read-only buffer");
   if (length_ == 0) return {nullptr, 0};
-  if (!alloc_->host) d.refuse("host access to memory the host does not address; copy it instead");
+  auto host = host_address();
+  if (!host) d.refuse("host access to memory the host does not address; copy it instead");
   if (length_ % size) d.refuse("host access as elements of {} bytes to a buffer of {} bytes", size, length_);
-  std::uintptr_t p = *alloc_->host + first_;
+  std::uintptr_t p = *host;
   if (p % align) d.refuse("host access as elements aligned to {} at address {:#x}", align, p);
   return {reinterpret_cast<std::byte*>(p), length_};
 }

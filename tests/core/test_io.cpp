@@ -3,6 +3,7 @@
 
 #include <rig/rig.hpp>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -12,14 +13,18 @@ using namespace rig;
 
 namespace {
 
-// An io library over regions of host memory, that counts its reads and writes.
+// An io library over regions of host memory, that counts its reads and writes. With
+// `pages`, it gives each region's page-aligned memory to borrows.
 class MemoryIo final : public edge::Io {
  public:
+  explicit MemoryIo(bool pages = false) : give_pages_(pages) {}
   static inline int key = 0;
   const void* region_key() const override { return &key; }
   edge::IoRegion alloc(std::size_t n) override {
     std::lock_guard g(m_);
-    regions_[next_] = std::vector<std::byte>(n);
+    auto* bytes = static_cast<std::byte*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096 + 4096));
+    std::fill_n(bytes, n, std::byte{0});
+    regions_.emplace(next_, Region{std::unique_ptr<std::byte, Free>(bytes), n});
     return {next_++};
   }
   void free(edge::IoRegion r) override {
@@ -28,19 +33,24 @@ class MemoryIo final : public edge::Io {
   }
   void read(edge::IoRegion r, std::uint64_t at, std::span<std::byte> into) override {
     std::lock_guard g(m_);
-    auto& bytes = regions_.at(r.id);
+    auto bytes = region(r);
     if (at + into.size() > bytes.size()) throw std::runtime_error("read past the end of the region");
     std::copy_n(bytes.begin() + std::ptrdiff_t(at), into.size(), into.begin());
     ++reads;
   }
   void write(edge::IoRegion r, std::uint64_t at, std::span<const std::byte> from) override {
     std::lock_guard g(m_);
-    auto& bytes = regions_.at(r.id);
+    auto bytes = region(r);
     if (at + from.size() > bytes.size()) throw std::runtime_error("write past the end of the region");
     std::copy(from.begin(), from.end(), bytes.begin() + std::ptrdiff_t(at));
     ++writes;
   }
-  std::optional<std::span<std::byte>> pages(edge::IoRegion) override { return std::nullopt; }
+  std::optional<std::span<std::byte>> pages(edge::IoRegion r) override {
+    std::lock_guard g(m_);
+    ++pages_asked;
+    if (!give_pages_) return std::nullopt;
+    return region(r);
+  }
   void prefetch(edge::IoRegion, std::uint64_t, std::size_t) override {}
   void stop(std::string_view why) override { stopped = std::string(why); }
   std::size_t live() {
@@ -48,12 +58,25 @@ class MemoryIo final : public edge::Io {
     return regions_.size();
   }
 
-  int reads = 0, writes = 0;
+  int reads = 0, writes = 0, pages_asked = 0;
   std::string stopped;
 
  private:
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  struct Region {
+    std::unique_ptr<std::byte, Free> bytes;
+    std::size_t n;
+  };
+  std::span<std::byte> region(edge::IoRegion r) {
+    auto& got = regions_.at(r.id);
+    return {got.bytes.get(), got.n};
+  }
+
+  bool give_pages_;
   std::mutex m_;
-  std::map<std::uintptr_t, std::vector<std::byte>> regions_;
+  std::map<std::uintptr_t, Region> regions_;
   std::uintptr_t next_ = 1;
 };
 
@@ -62,10 +85,10 @@ struct Opened {
   MemoryIo* io;
 };
 
-Opened open_memory_io(std::string name) {
+Opened open_memory_io(std::string name, bool pages = false) {
   MemoryIo* raw = nullptr;
   edge::IoOpener<MemoryIo> opener{name, [&]() -> Result<std::unique_ptr<MemoryIo>> {
-                                    auto io = std::make_unique<MemoryIo>();
+                                    auto io = std::make_unique<MemoryIo>(pages);
                                     raw = io.get();
                                     return io;
                                   }};
@@ -147,4 +170,87 @@ TEST_CASE("an io region returns to its library once its buffers are gone") {
   }
   CHECK(lib->live() == 0);
   io.close();
+}
+
+TEST_CASE("a borrow of an io device's memory is its pages: the host reads and writes them in place") {
+  auto [io, lib] = open_memory_io("IO-PAGES-1", true);
+  Buffer f = Buffer::of_io(io, lib->alloc(64), Access::ReadWrite, 64);
+  f.blit_from(std::as_bytes(std::span("0123456789abcdef", 16)), 0);
+  auto on_host = Buffer::borrow(host(), f);
+  REQUIRE(on_host);
+  CHECK(on_host->is_borrowed());
+  CHECK(on_host->device() == host());
+  REQUIRE(on_host->host_address());
+  CHECK(*on_host->host_address() % 4096 == 0);
+  CHECK(!f.host_address());  // the io memory itself moves only through the io device
+  on_host->read<char>([](auto bytes) { CHECK(std::string(bytes.data(), 16) == "0123456789abcdef"); });
+  on_host->view(4, 4).write<char>([](auto bytes) { std::fill(bytes.begin(), bytes.end(), '#'); });
+  CHECK(text(f).substr(0, 16) == "0123####89abcdef");  // the io device's read sees the pages
+  // One mapping per device: a second borrow asks the io device for nothing more.
+  const int asked = lib->pages_asked;
+  auto again = Buffer::borrow(host(), f);
+  REQUIRE(again);
+  CHECK(*again->host_address() == *on_host->host_address());
+  CHECK(lib->pages_asked == asked);
+  io.close();
+}
+
+TEST_CASE("a borrow of an io device's pages on a device maps them; on another io device there is none") {
+  auto [io, lib] = open_memory_io("IO-PAGES-2", true);
+  auto [other, other_lib] = open_memory_io("IO-PAGES-2B", true);
+  Buffer f = Buffer::of_io(io, lib->alloc(8192), Access::ReadWrite, 8192);
+  Device m = memory_device("IO-PAGES-MEM");
+  auto on_memory_device = Buffer::borrow(m, f);
+  REQUIRE(on_memory_device);
+  CHECK(on_memory_device->address() == reinterpret_cast<std::uintptr_t>(lib->pages(*f.io(&MemoryIo::key))->data()));
+  auto [opener, control] = fake::opener("IO-PAGES-FAKE");
+  Device fake = *open(opener);
+  auto on_fake = Buffer::borrow(fake, f);
+  REQUIRE(on_fake);
+  CHECK(control->live_regions() >= 1);  // the fake's driver mapped the pages
+  CHECK(!Buffer::borrow(other, f));
+  // A borrow of the borrow maps the same memory.
+  auto through = Buffer::borrow(host(), *on_memory_device);
+  REQUIRE(through);
+  CHECK(*through->host_address() == on_memory_device->address());
+  CHECK(control->violations().empty());
+  fake.close();
+  m.close();
+  other.close();
+  io.close();
+}
+
+TEST_CASE("copies of io memory go through the io device, also through a borrow of its pages") {
+  auto [io, lib] = open_memory_io("IO-PAGES-3", true);
+  Buffer f = Buffer::of_io(io, lib->alloc(16), Access::ReadWrite, 16);
+  f.blit_from(std::as_bytes(std::span("abcdefghijklmnop", 16)), 0);
+  auto on_host = *Buffer::borrow(host(), f);
+  Buffer h = Buffer::create(host(), 16);
+  const int reads = lib->reads, writes = lib->writes;
+  Buffer::copy(on_host, h);
+  CHECK(text(h) == "abcdefghijklmnop");
+  CHECK(lib->reads > reads);
+  h.fill(std::byte{'x'});
+  Buffer::copy(h, on_host);
+  CHECK(lib->writes > writes);
+  CHECK(text(f) == std::string(16, 'x'));
+  CHECK_THROWS_AS(Buffer::copy(f, on_host), std::invalid_argument);  // io memory and a borrow of it
+  io.close();
+}
+
+TEST_CASE("io memory whose device gives no pages, or read-only pages, is refused as the spec says") {
+  auto [io, lib] = open_memory_io("IO-PAGES-4");
+  Buffer f = Buffer::of_io(io, lib->alloc(16), Access::ReadWrite, 16);
+  CHECK(!Buffer::borrow(host(), f));
+  CHECK(lib->pages_asked == 1);
+  io.close();
+  auto [ro, ro_lib] = open_memory_io("IO-PAGES-5", true);
+  Buffer r = Buffer::of_io(ro, ro_lib->alloc(16), Access::Read, 16);
+  auto on_host = Buffer::borrow(host(), r);
+  REQUIRE(on_host);
+  CHECK(on_host->access() == Access::Read);
+  CHECK_THROWS_WITH_AS(on_host->write<char>([](auto) {}), doctest::Contains("read-only"), std::invalid_argument);
+  on_host->read<char>([](auto bytes) { CHECK(bytes[0] == 0); });
+  ro.close();
+  CHECK_THROWS_AS(Buffer::borrow(host(), r), Lost);
 }

@@ -459,6 +459,42 @@ TEST_CASE("pages map a file, private when read-only and shared when created") {
   }
 }
 
+TEST_CASE("a borrow of a file is its pages: the host and a memory device reach the bytes in place") {
+  for (const Engine& e : kEngines) {
+    CAPTURE(e.name);
+    TempDir dir;
+    auto [d, io] = open_disk(e);
+    std::mt19937_64 rng(7);
+    const auto bytes = random_bytes(rng, 3 * 4096 + 10);
+    write_file(dir / "in", bytes);
+    Buffer f = *disk::file(d, dir / "in", Access::Read);
+    auto on_host = Buffer::borrow(host(), f);
+    REQUIRE(on_host);
+    on_host->read<std::byte>([&](auto got) {
+      REQUIRE(got.size() == bytes.size());
+      CHECK(std::equal(got.begin(), got.end(), bytes.begin()));
+    });
+    CHECK_THROWS_WITH_AS(on_host->write<std::byte>([](auto) {}), doctest::Contains("read-only"),
+                         std::invalid_argument);
+    Device m = memory_device(std::string(e.name) + "-MEM");
+    auto on_memory_device = Buffer::borrow(m, f);
+    REQUIRE(on_memory_device);
+    CHECK(on_memory_device->address() == *on_host->host_address());
+
+    // A created file's pages are shared: a write in place reaches the file.
+    Buffer c = *disk::create(d, dir / "out", 8192);
+    auto out = *Buffer::borrow(host(), c);
+    out.view(4096, 5).write<char>([](auto b) { std::memcpy(b.data(), "hello", 5); });
+    io->barrier(*c.io(io->region_key()));
+    const auto written = read_file(dir / "out");
+    REQUIRE(written.size() == 8192);
+    CHECK(std::memcmp(written.data() + 4096, "hello", 5) == 0);
+    CHECK(written[0] == std::byte{0});
+    m.close();
+    d.close();
+  }
+}
+
 TEST_CASE("alloc makes an anonymous file region") {
   for (const Engine& e : kEngines) {
     CAPTURE(e.name);
