@@ -55,9 +55,11 @@ Allocation::~Allocation() {
   if (io) {  // an io device's region returns to it once the work that used its pages is done
     auto d = device;
     auto r = *io;
+    // Also after its stop: its pages may outlive the stop in other devices' work, so a
+    // region's free is what unmaps them. The calls lock keeps it apart from stop.
     d->defer(uses, [d, r] {
       std::lock_guard g(d->calls);
-      if (!d->is_lost.load()) d->io->free(r);
+      d->io->free(r);
     });
     return;
   }

@@ -519,10 +519,9 @@ void Disk::stop(std::string_view why) {
   std::lock_guard g(impl_->m);
   impl_->stopped = true;
   impl_->why = std::string(why);
-  for (auto& [id, f] : impl_->files) {
-    if (f->map) ::munmap(f->map, f->map_len), f->map = nullptr;
-    impl_->close_fds(*f);
-  }
+  // The pages stay mapped until each region's free: work of other devices that borrowed
+  // them may still read them, and rig frees a region only once that work is done.
+  for (auto& [id, f] : impl_->files) impl_->close_fds(*f);
 }
 
 Result<edge::IoRegion> Disk::open_file(const std::filesystem::path& path, Access access) {
@@ -608,6 +607,16 @@ std::string Disk::fallback_reason() const { return impl_->fallback; }
 std::size_t Disk::open_descriptors() const {
   std::lock_guard g(impl_->m);
   return impl_->open_fds;
+}
+std::size_t Disk::regions() const {
+  std::lock_guard g(impl_->m);
+  return impl_->files.size();
+}
+std::size_t Disk::region_bytes() const {
+  std::lock_guard g(impl_->m);
+  std::size_t n = 0;
+  for (const auto& [id, f] : impl_->files) n += f->size;
+  return n;
 }
 Stats Disk::stats() const {
   return Stats{impl_->requests.load(), impl_->resubmits.load(), impl_->direct_bytes.load(),

@@ -91,6 +91,9 @@ class Disk final : public edge::Io {
   bool uring() const;
   std::string fallback_reason() const;
   std::size_t open_descriptors() const;
+  // The regions made or opened and not freed, and their bytes: what rig has yet to return.
+  std::size_t regions() const;
+  std::size_t region_bytes() const;
   Stats stats() const;
   const Options& options() const;
   std::string_view name() const;

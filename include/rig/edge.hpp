@@ -258,6 +258,9 @@ class Io {
   virtual std::optional<std::span<std::byte>> pages(IoRegion) = 0;
   // Starts reading n bytes from `at` ahead of their use.
   virtual void prefetch(IoRegion, std::uint64_t at, std::size_t n) = 0;
+  // Stops the device for good, with the reason it was lost. No other call is in flight, and
+  // none follows but free, which rig calls for each region once the work that used its
+  // pages is done: the pages stay valid until then.
   virtual void stop(std::string_view why) = 0;
 };
 

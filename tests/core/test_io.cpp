@@ -8,77 +8,13 @@
 #include <mutex>
 
 #include "../support/fake_driver.hpp"
+#include "../support/memory_io.hpp"
 
 using namespace rig;
 
 namespace {
 
-// An io library over regions of host memory, that counts its reads and writes. With
-// `pages`, it gives each region's page-aligned memory to borrows.
-class MemoryIo final : public edge::Io {
- public:
-  explicit MemoryIo(bool pages = false) : give_pages_(pages) {}
-  static inline int key = 0;
-  const void* region_key() const override { return &key; }
-  edge::IoRegion alloc(std::size_t n) override {
-    std::lock_guard g(m_);
-    auto* bytes = static_cast<std::byte*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096 + 4096));
-    std::fill_n(bytes, n, std::byte{0});
-    regions_.emplace(next_, Region{std::unique_ptr<std::byte, Free>(bytes), n});
-    return {next_++};
-  }
-  void free(edge::IoRegion r) override {
-    std::lock_guard g(m_);
-    regions_.erase(r.id);
-  }
-  void read(edge::IoRegion r, std::uint64_t at, std::span<std::byte> into) override {
-    std::lock_guard g(m_);
-    auto bytes = region(r);
-    if (at + into.size() > bytes.size()) throw std::runtime_error("read past the end of the region");
-    std::copy_n(bytes.begin() + std::ptrdiff_t(at), into.size(), into.begin());
-    ++reads;
-  }
-  void write(edge::IoRegion r, std::uint64_t at, std::span<const std::byte> from) override {
-    std::lock_guard g(m_);
-    auto bytes = region(r);
-    if (at + from.size() > bytes.size()) throw std::runtime_error("write past the end of the region");
-    std::copy(from.begin(), from.end(), bytes.begin() + std::ptrdiff_t(at));
-    ++writes;
-  }
-  std::optional<std::span<std::byte>> pages(edge::IoRegion r) override {
-    std::lock_guard g(m_);
-    ++pages_asked;
-    if (!give_pages_) return std::nullopt;
-    return region(r);
-  }
-  void prefetch(edge::IoRegion, std::uint64_t, std::size_t) override {}
-  void stop(std::string_view why) override { stopped = std::string(why); }
-  std::size_t live() {
-    std::lock_guard g(m_);
-    return regions_.size();
-  }
-
-  int reads = 0, writes = 0, pages_asked = 0;
-  std::string stopped;
-
- private:
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-  struct Region {
-    std::unique_ptr<std::byte, Free> bytes;
-    std::size_t n;
-  };
-  std::span<std::byte> region(edge::IoRegion r) {
-    auto& got = regions_.at(r.id);
-    return {got.bytes.get(), got.n};
-  }
-
-  bool give_pages_;
-  std::mutex m_;
-  std::map<std::uintptr_t, Region> regions_;
-  std::uintptr_t next_ = 1;
-};
+using test::MemoryIo;
 
 struct Opened {
   Device device;
