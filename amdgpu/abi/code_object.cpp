@@ -231,6 +231,10 @@ std::expected<CodeObject, std::string> read_code_object(std::span<const std::byt
   std::optional<std::string> blob;
   for (auto& sh : *sections) {
     if (sh.sh_type != llvm::ELF::SHT_NOTE) continue;
+    // LLVM's own bound check adds offset and size, which can wrap: check without a sum.
+    if (sh.sh_offset > bytes.size() || sh.sh_size > bytes.size() - sh.sh_offset)
+      return Fail(fmt::format("a note section at {:#x} of {:#x} bytes lies outside the file",
+                              std::uint64_t(sh.sh_offset), std::uint64_t(sh.sh_size)));
     if (sh.sh_addralign > 1 && sh.sh_addralign != 4 && sh.sh_addralign != 8)
       return Fail(fmt::format("a note section aligned to {}, not 4 or 8", std::uint64_t(sh.sh_addralign)));
     const std::uint64_t align = sh.sh_addralign == 8 ? 8 : 4;
