@@ -21,7 +21,9 @@ namespace rig::cpu {
 // {"COMPUTE:0", {Launch, Fill, Copy}}, which is also the copy engine; completion Host; its
 // queue waits for every producer (it polls their words); may_block false; hang_ms none;
 // maps_host and host_addresses; alignment 16; cache_bytes the last-level cache sysfs
-// states for cpu0, if any; no counters; word = `word`; edge = its C state.
+// states for cpu0, if any; counters "instructions" and "cycles" per launch where
+// perf_event_open lets this process count them (none elsewhere, and measures is then
+// NULL); word = `word`; edge = its C state.
 //
 // Memory (Device or Mapped) is plain host memory: a region starts on a page when it is at
 // least 64 KiB and 4 pages, on 128 bytes from 128 bytes, on 16 otherwise, and holds whole
