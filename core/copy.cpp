@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <memory>
+#include <utility>
 
 #include "profile_hooks.hpp"
 #include "state.hpp"
@@ -95,8 +98,10 @@ std::vector<Piece> pieces(std::span<const Box> boxes, std::size_t most) {
   return out;
 }
 
-// Staging memory: host memory in allocations of 32 MiB, each kept with the point of the
-// last transfer through it and the borrows of the devices that copied through it.
+// Staging memory: allocations of 32 MiB, each kept with the point of the last transfer
+// through it and the borrows of the devices that copied through it. The host's (the
+// staging of every device that maps host memory), or a device's own Pinned memory for a
+// device that maps none.
 class Staging {
  public:
   struct Slot {
@@ -105,6 +110,9 @@ class Staging {
     std::uint64_t point = 0;      // packed: the last transfer through it
     bool held = false;
   };
+
+  // Staging in host memory, or in the Pinned memory of `own`.
+  explicit Staging(std::optional<Device> own = std::nullopt) : own_(std::move(own)) {}
 
   // An allocation no copy holds, whose last transfer is done, or a new one.
   Slot* take() {
@@ -137,7 +145,9 @@ class Staging {
           return &s;
         }
     }
-    Buffer memory = Buffer::create(host(), kStagingBytes);
+    Buffer memory = own_ ? Buffer::create(*own_, kStagingBytes, Memory::Pinned) : Buffer::create(host(), kStagingBytes);
+    if (!memory.host_address())
+      own_->state().refuse("copy: its Pinned memory, through which its copies stage, has no host address");
     std::lock_guard g(mutex_);
     slots_.push_back(Slot{std::move(memory), {}, 0, true});
     return &slots_.back();
@@ -162,14 +172,49 @@ class Staging {
     s.held = true;
     return &s;
   }
+  std::optional<Device> own_;
   std::mutex mutex_;
   std::deque<Slot> slots_;  // stable addresses
 };
 
-Staging& staging() {
-  static Staging* s = new Staging;
+// The host's staging, and the staging of each live device that maps no host memory.
+struct Stagings {
+  std::mutex mutex;
+  Staging host;
+  std::map<const detail::DeviceState*, std::shared_ptr<Staging>> own;
+};
+
+Stagings& stagings() {
+  static Stagings* s = new Stagings;  // never destroyed: copies may run during exit
   return *s;
 }
+
+// The staging that copies on d pass through.
+std::shared_ptr<Staging> staging_of(const Device& d) {
+  auto& all = stagings();
+  if (d.facts().maps_host) return std::shared_ptr<Staging>(&all.host, [](Staging*) {});
+  std::lock_guard g(all.mutex);
+  auto& s = all.own[&d.state()];
+  if (!s) s = std::make_shared<Staging>(d);
+  return s;
+}
+
+}  // namespace
+
+namespace detail {
+// Its memory returns as any lost device's memory does, once no copy holds it.
+void forget_staging(const DeviceState& d) {
+  std::shared_ptr<Staging> gone;
+  auto& all = stagings();
+  std::lock_guard g(all.mutex);
+  if (auto it = all.own.find(&d); it != all.own.end()) {
+    gone = std::move(it->second);
+    all.own.erase(it);
+  }
+}
+}  // namespace detail
+
+namespace {
 
 // A copy of `boxes` on d's copy engine between src and dst, both on d, after `waits`.
 Point device_copy(const Device& d, const Buffer& src, const Buffer& dst, std::vector<Box> boxes,
@@ -205,6 +250,11 @@ Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> box
   std::optional<Device> reader, writer;  // the devices that copy into and out of staging
   if (!from_host) reader = copier(src);
   if (!to_host) writer = copier(dst);
+  // The staging the bytes go into, and the one they leave from: the reader's and the
+  // writer's, one and the same unless one of them stages in its own memory, when the host
+  // moves the bytes from one into the other.
+  std::shared_ptr<Staging> in = staging_of(reader ? *reader : writer ? *writer : host());
+  std::shared_ptr<Staging> out = writer ? staging_of(*writer) : in;
   Point last = host_point();
   std::vector<Piece> all = pieces(boxes, kStagingBytes);
   std::size_t i = 0;
@@ -212,15 +262,15 @@ Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> box
     // A chunk of pieces that fits one staging allocation.
     std::size_t used = 0, j = i;
     while (j < all.size() && used + all[j].width <= kStagingBytes) used += all[j++].width;
-    Staging::Slot* slot = staging().take();
-    std::byte* base = reinterpret_cast<std::byte*>(*slot->memory.host_address());
+    Staging::Slot* slot = in->take();
+    Staging::Slot* leaving = nullptr;  // out's allocation, where out is not in
     Point moved = host_point();
     try {
-      std::vector<Box> in, out;
+      std::vector<Box> into, from;
       std::size_t at = 0;
       for (std::size_t k = i; k < j; ++k) {
-        in.push_back(Box{all[k].src, at, all[k].width, 1, all[k].width, all[k].width});
-        out.push_back(Box{at, all[k].dst, all[k].width, 1, all[k].width, all[k].width});
+        into.push_back(Box{all[k].src, at, all[k].width, 1, all[k].width, all[k].width});
+        from.push_back(Box{at, all[k].dst, all[k].width, 1, all[k].width, all[k].width});
         at += all[k].width;
       }
       if (from_host) {
@@ -229,9 +279,20 @@ Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> box
         wait_all(waits);
         src.wait(Access::Read);
         auto* s = reinterpret_cast<const std::byte*>(*src.host_address());
-        for (const Box& b : in) std::memcpy(base + b.dst_offset, s + b.src_offset, b.width);
+        auto* base = reinterpret_cast<std::byte*>(*slot->memory.host_address());
+        for (const Box& b : into) std::memcpy(base + b.dst_offset, s + b.src_offset, b.width);
       } else {
-        moved = device_copy(*reader, on_device(src, *reader), staging().on(slot, *reader), std::move(in), waits);
+        moved = device_copy(*reader, on_device(src, *reader), in->on(slot, *reader), std::move(into), waits);
+      }
+      Staging::Slot* source = slot;
+      if (out != in) {  // the host moves the bytes into the writer's own staging
+        leaving = out->take();
+        moved.wait();
+        std::memcpy(reinterpret_cast<void*>(*leaving->memory.host_address()),
+                    reinterpret_cast<const void*>(*slot->memory.host_address()), used);
+        moved = host_point();
+        in->give_back(std::exchange(slot, nullptr), moved);
+        source = leaving;
       }
       if (to_host) {
         moved.wait();
@@ -239,19 +300,22 @@ Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> box
         c.take(dst);
         dst.wait(Access::ReadWrite);
         auto* d = reinterpret_cast<std::byte*>(*dst.host_address());
-        for (const Box& b : out) std::memcpy(d + b.dst_offset, base + b.src_offset, b.width);
+        auto* base = reinterpret_cast<const std::byte*>(*source->memory.host_address());
+        for (const Box& b : from) std::memcpy(d + b.dst_offset, base + b.src_offset, b.width);
         last = host_point();
       } else {
         Point after[] = {moved};
         std::span<const Point> follow = from_host ? waits : std::span<const Point>(after);
-        moved = device_copy(*writer, staging().on(slot, *writer), on_device(dst, *writer), std::move(out), follow);
+        moved = device_copy(*writer, out->on(source, *writer), on_device(dst, *writer), std::move(from), follow);
         last = moved;
       }
     } catch (...) {
-      staging().give_back(slot, moved);
+      if (slot) in->give_back(slot, moved);
+      if (leaving) out->give_back(leaving, moved);
       throw;
     }
-    staging().give_back(slot, last);
+    if (slot) in->give_back(slot, last);
+    if (leaving) out->give_back(leaving, last);
     i = j;
   }
   return last;

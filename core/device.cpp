@@ -353,22 +353,31 @@ void DeviceState::lose(std::string reason, bool holding_turn) {
   // Stop once no call of the driver is in flight: the turn covers the C functions, calls
   // the C++ ones, and sleepers drain within a sleep slice.
   if (!holding_turn) turn.lock();
-  std::lock_guard g(calls);
-  while (sleepers.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  std::string reason_copy;
   {
-    std::lock_guard l(loss_mutex);
-    reason_copy = why;
+    std::lock_guard g(calls);
+    while (sleepers.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::string reason_copy;
+    {
+      std::lock_guard l(loss_mutex);
+      reason_copy = why;
+    }
+    if (driver)
+      driver->stop(reason_copy);
+    else
+      io->stop(reason_copy);
+    {
+      std::lock_guard l(loss_mutex);
+      stopped = true;
+    }
+    turn.unlock();
   }
-  if (driver)
-    driver->stop(reason_copy);
-  else
-    io->stop(reason_copy);
-  {
-    std::lock_guard l(loss_mutex);
-    stopped = true;
+  // Outside the calls lock, which returning memory takes: its staging memory, its cache,
+  // and what waited for values its stop made reached.
+  forget_staging(*this);
+  if (driver) {
+    free_cache();
+    drain();
   }
-  turn.unlock();
 }
 
 void DeviceState::note_queue_waits(std::span<const rig_wait> waits, std::uint64_t own) {

@@ -253,6 +253,36 @@ TEST_CASE("copies between a device the host does not address and host memory pas
   CHECK(got[0] == 0);
 }
 
+TEST_CASE("a device that maps no host memory stages its copies through its own Pinned memory") {
+  const std::size_t n = (33u << 20) + 5;  // more than one 32 MiB staging allocation
+  std::vector<std::uint8_t> pattern(n);
+  for (std::size_t i = 0; i < n; ++i) pattern[i] = std::uint8_t(i * 13 + i / 4096);
+  Buffer in = Buffer::create(host(), n), out = Buffer::create(host(), n);
+  in.blit_from(std::as_bytes(std::span(pattern)), 0);
+  std::shared_ptr<fake::Control> a_control;
+  {
+    Vram a({.budget = 256 << 20, .maps_host = false}), b({.budget = 256 << 20, .maps_host = false});
+    Vram mapping;  // maps host memory: stages through the host's staging
+    a_control = a.control;
+    const std::size_t before = a.control->live_bytes();
+    Buffer on_a = Buffer::create(a.device, n), on_b = Buffer::create(b.device, n),
+           on_mapping = Buffer::create(mapping.device, n);
+    Buffer::copy(in, on_a);
+    CHECK(a.control->live_bytes() - before - n >= (std::size_t(32) << 20));  // its Pinned staging
+    Buffer::copy(on_a, on_b);        // between two such devices: the host moves the bytes
+    Buffer::copy(on_b, on_mapping);  // its own staging, then the host's
+    Buffer::copy(on_mapping, on_a);
+    on_a.view(0, 1).fill(std::byte{0});  // on its copy engine
+    pattern[0] = 0;
+    Buffer::copy(on_a, out);
+    CHECK(bytes_of(out) == pattern);
+    // Vram's end checks that no driver saw map_host, which a device that maps no host
+    // memory must never be asked.
+  }
+  // Closed and its buffers gone: its staging memory returned too.
+  CHECK(a_control->live_bytes() == 0);
+}
+
 TEST_CASE("fills: the host sets host memory; the copy engine sets a device's, reading none") {
   Buffer h = Buffer::create(host(), 100);
   h.fill(std::byte{0xAB});

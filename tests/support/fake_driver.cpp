@@ -65,6 +65,7 @@ struct Control::State {
     std::uintptr_t host;
     std::size_t bytes;
     bool owned;  // allocated, not mapped
+    bool pinned = false;  // Pinned memory: the host addresses it even where it addresses no other
   };
   std::map<std::uintptr_t, Block> regions;  // an allocation's id is its host address
   std::uintptr_t next_mapping = 1;          // a mapping's id is a count, below any address
@@ -195,7 +196,7 @@ class Driver final : public edge::Driver {
     f.copy_engine = o_.copy_queue ? 1 : 0;  // "COPY:0", or the first queue, which runs Copy too
     f.completion = o_.completion;           // Store or Host: either way, step writes the word
     f.waits = o_.waits, f.may_block = o_.may_block, f.hang_ms = o_.hang_ms;
-    f.maps_host = true;
+    f.maps_host = o_.maps_host;
     f.host_addresses = o_.host_addresses;
     f.alignment = kAlignment, f.counters = o_.counters;
     f.word = word_, f.edge = &edge_;
@@ -211,6 +212,7 @@ class Driver final : public edge::Driver {
       s_.violate("alloc of Pinned memory on a device that declares host_addresses");
     // Over Options::memory: no room, and "rig reclaims memory and asks again".
     auto host = s_.take(bytes);
+    if (host && memory == Memory::Pinned) s_.regions[host].pinned = true;
     return host ? std::optional(edge::Region{host}) : std::nullopt;
   }
 
@@ -224,14 +226,19 @@ class Driver final : public edge::Driver {
 
   edge::Location locate(edge::Region r) override {
     Turn t(*this, "locate");
-    auto host = block(r).host;  // host_addresses: "with a host address in each one's location"
-    if (!o_.host_addresses) return {host, std::nullopt, std::intptr_t(host)};
+    auto b = block(r);  // host_addresses: "with a host address in each one's location"
+    auto host = b.host;
+    if (!o_.host_addresses && !b.pinned) return {host, std::nullopt, std::intptr_t(host)};
     return {host, host, std::intptr_t(host)};
   }
 
   // maps_host: the device maps host memory "that starts on a page", as it is.
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override {
     Turn t(*this, "map_host");
+    if (!o_.maps_host) {
+      s_.violate("map_host on a device whose facts say it maps no host memory");
+      return edge::Never{};
+    }
     if (no_room(Call::Map)) return edge::NoRoom{};
     s_.regions[s_.next_mapping] = {host, bytes, false};
     return edge::Region{s_.next_mapping++};

@@ -52,7 +52,10 @@ struct Options {
   bool runs_when_asleep = true;         // sleep runs committed work; else only step does
   bool place_images = false;            // image answers Place instead of Loaded
   bool host_addresses = true;           // false: locate gives no host address (like VRAM),
-                                        // so rig copies through staging memory
+                                        // so rig copies through staging memory; Pinned
+                                        // memory still has one
+  bool maps_host = true;                // false: it maps no host memory, so rig stages its
+                                        // copies through its Pinned memory
   std::vector<std::pair<std::string, int>> counters{};  // measured per launch: values 1, 2, 3…
 };
 
