@@ -33,4 +33,6 @@ Figure make_figure(std::string name, Spread rig, std::string unit, Spread floor,
   return f;
 }
 
+std::string on(std::string name, const Device& device) { return name + "@" + std::string(device.name()); }
+
 }  // namespace rig::bench

@@ -9,7 +9,9 @@
 
 namespace rig::bench {
 
-Spread spin_ping_pong(int repeats, std::uint64_t n) {
+Spread spin_ping_pong(int repeats, std::uint64_t n) { return spin_hand_off(repeats, n, nullptr, 0); }
+
+Spread spin_hand_off(int repeats, std::uint64_t n, rig_host_kernel* kernel, int calls) {
   alignas(64) std::atomic<std::uint64_t> ping{0};
   alignas(64) std::atomic<std::uint64_t> pong{0};
   std::atomic<bool> stop{false};
@@ -19,6 +21,8 @@ Spread spin_ping_pong(int repeats, std::uint64_t n) {
       std::uint64_t v = ping.load(std::memory_order_acquire);
       if (v != seen) {
         seen = v;
+        rig_host_group group{{0, 0, 0}, {1, 1, 1}, {1, 1, 1}, 0, nullptr, v};
+        for (int i = 0; i < calls; ++i) kernel(nullptr, &group);
         pong.store(v, std::memory_order_release);
       }
     }

@@ -5,12 +5,18 @@
 #include <optional>
 #include <string>
 
+#include <rig/host_kernel.h>
+
 #include "bench.hpp"
 
 namespace rig::bench {
 
 // A round trip between two threads through one atomic word each way, spinning.
 Spread spin_ping_pong(int repeats, std::uint64_t n);
+// The same round trip, the other thread calling `kernel` `calls` times (one group of one
+// thread, no parameters) before it answers: a launch's hand-over to a worker and back,
+// with nothing of rig's between.
+Spread spin_hand_off(int repeats, std::uint64_t n, rig_host_kernel* kernel, int calls);
 // OpenCL (the first platform's CPU device, PoCL on Debian): enqueue of an empty kernel and
 // clFinish. nullopt with the reason in `why` where no OpenCL CPU device is available.
 std::optional<Spread> opencl_empty_kernel(int repeats, std::uint64_t n, std::string& why);

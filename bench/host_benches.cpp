@@ -1,7 +1,11 @@
-// Benches on the host device: a launch's round trip, and an empty grid over every worker.
+// Launch benches: a launch's round trip, an empty grid over every worker, and a batch of 64
+// launches in one submission, each of an empty kernel, on the host device (the only device
+// these benches carry a kernel for).
+#include <rig/host_kernel.h>
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <thread>
 
@@ -14,18 +18,16 @@ extern const std::size_t rig_demo_object_size;
 namespace rig::bench {
 namespace {
 
-Function empty_kernel() {
-  auto image = Image::load(host(), std::span(reinterpret_cast<const std::byte*>(rig_demo_object),
-                                             rig_demo_object_size));
-  if (!image) throw std::runtime_error(image.error());
-  return *image->resolve("demo_empty");
-}
+// Launches in the batch bench's one submission.
+constexpr int kBatch = 64;
+
+// `name`, marked with the device where it is not the host device, these benches' own.
+std::string named(std::string name, const Device& d) { return d == host() ? name : on(std::move(name), d); }
 
 // launch + wait of an empty kernel over `groups` groups, ns per round trip.
-Spread launch_and_wait(int repeats, std::uint64_t n, std::uint32_t groups) {
-  Device cpu = host();
-  Submission::Part part{"", {}, Submission::Launch{empty_kernel(), 0, {}}};
-  auto s = Submission::make(cpu, std::span(&part, 1), 0, 0);
+Spread launch_and_wait(const Device& d, int repeats, std::uint64_t n, std::uint32_t groups) {
+  Submission::Part part{"", {}, Submission::Launch{empty_kernel(d), 0, {}}};
+  auto s = Submission::make(d, std::span(&part, 1), 0, 0);
   Run run;
   run.groups(s.block(0), groups);
   return measure(repeats, n, [&](std::uint64_t k) {
@@ -35,31 +37,77 @@ Spread launch_and_wait(int repeats, std::uint64_t n, std::uint32_t groups) {
 
 }  // namespace
 
+Function empty_kernel(const Device& d) {
+  if (auto why = refuses_launch(d)) throw std::invalid_argument(*why);
+  auto image = Image::load(d, std::span(reinterpret_cast<const std::byte*>(rig_demo_object), rig_demo_object_size));
+  if (!image) throw std::runtime_error(image.error());
+  return *image->resolve("demo_empty");
+}
+
+std::optional<std::string> refuses_launch(const Device& d) {
+  if (d.queues().empty()) return fmt::format("{} is an io device, which runs no work", d.name());
+  bool launches = false;
+  std::vector<std::string_view> queues;
+  for (const auto& q : d.queues()) {
+    launches = launches || std::find(q.runs.begin(), q.runs.end(), Kind::Launch) != q.runs.end();
+    queues.push_back(q.name);
+  }
+  if (!launches) return fmt::format("{} runs no launches (its queues: {})", d.name(), fmt::join(queues, ", "));
+  if (d != host())
+    return fmt::format("the launch benches carry an empty kernel for the host device (CPU, an x86-64 ELF object) "
+                       "only, none for {} (arch {})",
+                       d.name(), d.arch());
+  return std::nullopt;
+}
+
 std::vector<Figure> roundtrip(const Options& o) {
+  const Device d = o.device.value_or(host());
   const std::uint64_t n = 20000;
   std::vector<Figure> out;
-  Spread rig = launch_and_wait(o.repeats, n, 1);
+  Spread rig = launch_and_wait(d, o.repeats, n, 1);
   Spread ping = spin_ping_pong(o.repeats, n);
-  out.push_back(make_figure("roundtrip", rig, "ns", ping, "two-thread atomic ping-pong",
+  out.push_back(make_figure(named("roundtrip", d), rig, "ns", ping, "two-thread atomic ping-pong",
                             "launch + wait of an empty one-group kernel on the host device"));
   std::string why;
   if (auto cl = opencl_empty_kernel(o.repeats, 2000, why)) {
-    out.push_back(make_figure("roundtrip-vs-opencl", rig, "ns", *cl, "OpenCL (PoCL) enqueue + finish",
+    out.push_back(make_figure(named("roundtrip-vs-opencl", d), rig, "ns", *cl, "OpenCL (PoCL) enqueue + finish",
                               "the same round trip beside OpenCL's empty kernel on the CPU"));
   } else {
-    Figure f = make_figure("roundtrip-vs-opencl", rig, "ns", {}, "OpenCL unavailable: " + why, "");
-    out.push_back(f);
+    out.push_back(make_figure(named("roundtrip-vs-opencl", d), rig, "ns", {}, "OpenCL unavailable: " + why, ""));
   }
   return out;
 }
 
 std::vector<Figure> grid(const Options& o) {
+  const Device d = o.device.value_or(host());
   const std::uint64_t n = 20000;
   const int workers = int(std::max(1u, std::thread::hardware_concurrency()));
-  Spread rig = launch_and_wait(o.repeats, n, 16);
+  Spread rig = launch_and_wait(d, o.repeats, n, 16);
   Spread omp = openmp_empty_region(o.repeats, n, workers);
-  return {make_figure("grid", rig, "ns", omp, fmt::format("OpenMP empty parallel region ({} threads)", workers),
+  return {make_figure(named("grid", d), rig, "ns", omp,
+                      fmt::format("OpenMP empty parallel region ({} threads)", workers),
                       "launch + wait of an empty 16-group grid over every worker of the host device")};
+}
+
+std::vector<Figure> batch(const Options& o) {
+  const Device d = o.device.value_or(host());
+  const std::uint64_t n = 4000;
+  Function kernel = empty_kernel(d);
+  std::vector<Submission::Part> parts(kBatch, Submission::Part{"", {}, Submission::Launch{kernel, 0, {}}});
+  auto s = Submission::make(d, parts, 0, 0);
+  Run run;
+  for (int i = 0; i < kBatch; ++i) run.groups(s.block(i), 1);
+  Spread rig = measure(o.repeats, n, [&](std::uint64_t k) {
+    for (std::uint64_t i = 0; i < k; ++i) submit(s, run, {}, {}).wait();
+  });
+  // The floor: what the host device cannot avoid doing for the same work: hand it to
+  // another thread, which calls the kernel 64 times, and learn that it is done.
+  Spread floor = spin_hand_off(o.repeats, n, reinterpret_cast<rig_host_kernel*>(kernel.entry()), kBatch);
+  return {make_figure(named("batch", d), rig, "ns", floor,
+                      fmt::format("spin hand-off to a thread that calls the kernel {} times", kBatch),
+                      fmt::format("one submission of {} launches of an empty one-group kernel + wait, on the host "
+                                  "device (ns per submission)",
+                                  kBatch))};
 }
 
 }  // namespace rig::bench

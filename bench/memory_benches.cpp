@@ -1,5 +1,6 @@
 // `rig bench copy` and `rig bench alloc`: copies of 256 MiB and the allocation cache, each
-// beside memcpy or malloc/free measured in the same run.
+// beside memcpy or malloc/free measured in the same run; on the devices they are given, or
+// on host memory, a memory device and a fake device of their own.
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
@@ -15,22 +16,57 @@ namespace {
 
 constexpr std::size_t kCopyBytes = std::size_t(256) << 20;
 
-// Bytes per second of `copy` over kCopyBytes, as a Spread of GB/s (median of repeats).
-Spread gbps(int repeats, const std::function<void()>& copy) {
+// Bytes per second of `copy` over `bytes`, as a Spread of GB/s (median of repeats).
+Spread gbps(int repeats, const std::function<void()>& copy, std::size_t bytes = kCopyBytes) {
   Spread ns = measure(repeats, 1, [&](std::uint64_t k) {
     for (std::uint64_t i = 0; i < k; ++i) copy();
   });
-  auto rate = [](double t) { return double(kCopyBytes) / t; };  // bytes per ns = GB/s
+  auto rate = [bytes](double t) { return double(bytes) / t; };  // bytes per ns = GB/s
   return {rate(ns.median), rate(ns.max), rate(ns.min)};
 }
 
 void touch(Buffer& b) { b.fill(std::byte{1}); }
 
+// Copies between host memory and the memory of `d`, each way: 256 MiB, or the largest
+// power of two within a quarter of its budget where that is less (a simulator's memory).
+std::vector<Figure> copy_with(const Device& d, int repeats) {
+  std::size_t bytes = kCopyBytes;
+  while (bytes > 4096 && bytes > d.budget() / 4) bytes /= 2;
+  Buffer a = Buffer::create(host(), bytes), b = Buffer::create(host(), bytes);
+  touch(a);
+  touch(b);
+  auto* pa = reinterpret_cast<void*>(*a.host_address());
+  auto* pb = reinterpret_cast<void*>(*b.host_address());
+  Buffer v = Buffer::create(d, bytes);
+  Buffer::copy(a, v);
+  Spread floor = gbps(repeats, [&] { std::memcpy(pb, pa, bytes); }, bytes);
+  Spread to = gbps(repeats, [&] { Buffer::copy(a, v); }, bytes);
+  Spread from = gbps(repeats, [&] { Buffer::copy(v, b); }, bytes);
+  const std::string size = fmt::format("{} MiB", double(bytes) / double(1 << 20));
+  const std::string memory = fmt::format("{}'s memory ({})", d.name(),
+                                         d.facts().host_addresses ? "the host addresses it"
+                                                                  : "the host does not address it");
+  std::vector<Figure> out;
+  out.push_back(make_figure(on("copy-host-device", d), to, "GB/s", floor, "memcpy of the same bytes",
+                            fmt::format("Buffer::copy of {} from host memory to {}", size, memory)));
+  out.push_back(make_figure(on("copy-device-host", d), from, "GB/s", floor, "memcpy of the same bytes",
+                            fmt::format("Buffer::copy of {} from {} to host memory", size, memory)));
+  return out;
+}
+
 }  // namespace
+
+std::optional<std::string> refuses_memory(const Device& d) {
+  if (!d.computes())
+    return fmt::format("{} is an io device: its memory is files (Buffer::of_io), which rig does not allocate",
+                       d.name());
+  return std::nullopt;
+}
 
 std::vector<Figure> copy(const Options& o) {
   std::vector<Figure> out;
   int repeats = std::max(3, o.repeats / 2);
+  if (o.device) return copy_with(*o.device, repeats);
   Buffer a = Buffer::create(host(), kCopyBytes), b = Buffer::create(host(), kCopyBytes);
   touch(a);
   touch(b);
@@ -68,10 +104,10 @@ std::vector<Figure> copy(const Options& o) {
 std::vector<Figure> alloc(const Options& o) {
   const std::size_t n = 64 << 10;
   const std::uint64_t count = 200000;
-  Device cpu = host();
+  const Device d = o.device.value_or(host());
   Spread rig = measure(o.repeats, count, [&](std::uint64_t k) {
     for (std::uint64_t i = 0; i < k; ++i) {
-      Buffer b = Buffer::create(cpu, n);
+      Buffer b = Buffer::create(d, n);
       asm volatile("" ::"r"(&b) : "memory");
     }
   });
@@ -82,8 +118,9 @@ std::vector<Figure> alloc(const Options& o) {
       std::free(p);
     }
   });
-  return {make_figure("alloc", rig, "ns", floor, "malloc + free of 64 KiB",
-                      "a 64 KiB buffer on the host device created and dropped (served by the cache)")};
+  return {make_figure(d == host() ? "alloc" : on("alloc", d), rig, "ns", floor, "malloc + free of 64 KiB",
+                      fmt::format("a 64 KiB buffer on {} created and dropped (served by the cache)",
+                                  d == host() ? std::string("the host device") : std::string(d.name())))};
 }
 
 }  // namespace rig::bench

@@ -2,10 +2,18 @@
 // no waits — on a null driver whose values complete inside its submit, so nothing but rig
 // is measured. The floor is the same driver's room and submit called directly. It also
 // counts the heap allocations per submit, which must be 0.
+//
+// On a device (--device), the same submit on that device's driver: a launch of the empty
+// kernel where the device has one (the host device), else a 64-byte copy part. Only the
+// time in submit counts: the work is waited for, untimed, after each burst of 64 submits.
+// The floor is the same submission on the null driver timed the same way — the core
+// alone — so the ratio is what the device's driver adds.
 #include <rig/rig.hpp>
 
-#include <cstdlib>
 #include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
 
 #include "bench.hpp"
 
@@ -21,7 +29,8 @@ class Null final : public edge::Driver {
     edge::Facts f;
     f.arch = "null";
     f.budget = std::size_t(1) << 30;
-    f.queues = {{"COMPUTE:0", {Kind::Launch}}};
+    f.queues = {{"COMPUTE:0", {Kind::Launch, Kind::Copy}}};
+    f.copy_engine = 0;
     f.completion = edge::Completion::Store;
     f.host_addresses = true;
     f.alignment = 64;
@@ -59,16 +68,108 @@ class Null final : public edge::Driver {
   State state_;
 };
 
-}  // namespace
-
-std::vector<Figure> submit(const Options& o) {
+Device open_null() {
   edge::Opener<> opener{"NULL", [](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
                           return std::make_unique<Null>(word);
                         }};
-  Device d = *open(opener);
+  return *open(opener);
+}
+
+using Ref = Submission::Ref;
+
+// The part the submit bench gives `d`: a launch of `f` with 16 parameter bytes, two buffer
+// refs (slots 0 and 1), or, without f, a 64-byte copy from slot 0 to slot 1.
+Submission::Part bench_part(const std::optional<Function>& f) {
+  if (f) return {"", {}, Submission::Launch{*f, 16, {{0, Ref::What::Buffer, 0, {}}, {8, Ref::What::Buffer, 1, {}}}}};
+  return {"", {}, Submission::Copy{{{}, 0}, {{}, 1}, {Box::row(64)}, {}}};
+}
+
+// Submits in a burst, between untimed waits for the device's work.
+constexpr std::uint64_t kBurst = 64;
+
+// The time in submit alone, per submit, of `n` submits of `part` on `d` (one buffer read,
+// one written): the median over `repeats` repetitions, with the min and max; the heap
+// allocations per submit in `allocs`.
+Spread time_submits(Device d, const Submission::Part& part, int repeats, std::uint64_t n, double& allocs) {
+  auto s = Submission::make(d, std::span(&part, 1), 1, 1);
+  Buffer a = Buffer::create(d, 4096), b = Buffer::create(d, 4096);
+  Buffer reads[] = {a}, writes[] = {b};
+  Run run;
+  if (std::holds_alternative<Submission::Launch>(part.work)) run.groups(s.block(0), 1);
+  std::uint64_t allocated = 0, submits = 0;
+  auto burst = [&] {
+    const std::uint64_t before = heap_allocations();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::uint64_t i = 0; i < kBurst; ++i) rig::submit(s, run, reads, writes);
+    const auto t1 = std::chrono::steady_clock::now();
+    allocated += heap_allocations() - before;
+    submits += kBurst;
+    d.wait(d.submitted());
+    return double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+  };
+  const std::uint64_t bursts = std::max<std::uint64_t>(n / kBurst, 1);
+  for (std::uint64_t i = 0; i < std::max<std::uint64_t>(bursts / 10, 1); ++i) burst();  // warm up
+  allocated = submits = 0;
+  std::vector<double> per_submit;
+  for (int r = 0; r < repeats; ++r) {
+    double ns = 0;
+    for (std::uint64_t i = 0; i < bursts; ++i) ns += burst();
+    per_submit.push_back(ns / double(bursts * kBurst));
+  }
+  std::sort(per_submit.begin(), per_submit.end());
+  allocs = double(allocated) / double(submits);
+  return {per_submit[per_submit.size() / 2], per_submit.front(), per_submit.back()};
+}
+
+Figure allocations_figure(std::string name, double allocs, std::string note) {
+  Figure f;
+  f.name = std::move(name);
+  f.value = f.min = f.max = allocs;
+  f.unit = "allocs";
+  f.floor = 0;
+  f.floor_name = "none allowed";
+  f.ratio = allocs;
+  f.note = std::move(note);
+  return f;
+}
+
+// The submit bench on `device`, beside the same submission on the null driver.
+std::vector<Figure> submit_on(const Device& device, int repeats) {
+  const std::uint64_t n = 200'000;
+  const bool launch = !refuses_launch(device);
+  Device null = open_null();
+  double allocs = 0, null_allocs = 0;
+  Spread rig = time_submits(device, bench_part(launch ? std::optional(empty_kernel(device)) : std::nullopt), repeats,
+                            n, allocs);
+  Spread floor = time_submits(
+      null, bench_part(launch ? Image::load(null, {})->resolve("kernel") : std::nullopt), repeats, n, null_allocs);
+  null.close();
+  const std::string what = launch ? "one launch part (the empty kernel), two buffer refs, no waits"
+                                  : "one copy part of 64 bytes between two buffers, no waits";
+  std::vector<Figure> out;
+  out.push_back(make_figure(on("submit", device), rig, "ns", floor, "the same submit on a null driver (rig's core alone)",
+                            fmt::format("{} on {}; the time in submit alone, the work waited for between bursts of {}",
+                                        what, device.name(), kBurst)));
+  out.push_back(allocations_figure(on("submit-allocations", device), allocs,
+                                   fmt::format("heap allocations per submit on {}", device.name())));
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> refuses_submit(const Device& d) {
+  auto why = refuses_launch(d);
+  if (!why || d.queues().empty()) return why;
+  for (const auto& q : d.queues())
+    if (std::find(q.runs.begin(), q.runs.end(), Kind::Copy) != q.runs.end()) return std::nullopt;
+  return fmt::format("{}, and none of its queues copies", *why);
+}
+
+std::vector<Figure> submit(const Options& o) {
+  if (o.device) return submit_on(*o.device, o.repeats);
+  Device d = open_null();
   Function f = *Image::load(d, {})->resolve("kernel");
-  using Ref = Submission::Ref;
-  Submission::Part part{"", {}, Submission::Launch{f, 16, {{0, Ref::What::Buffer, 0, {}}, {8, Ref::What::Buffer, 1, {}}}}};
+  Submission::Part part = bench_part(f);
   auto s = Submission::make(d, std::span(&part, 1), 1, 1);
   Buffer a = Buffer::create(d, 4096), b = Buffer::create(d, 4096);
   Buffer reads[] = {a}, writes[] = {b};
@@ -106,15 +207,8 @@ std::vector<Figure> submit(const Options& o) {
   std::vector<Figure> out;
   out.push_back(make_figure("submit", rig, "ns", floor, "the driver's room + submit alone",
                             "one launch part, two buffer refs, no waits"));
-  Figure a_fig;
-  a_fig.name = "submit-allocations";
-  a_fig.value = a_fig.min = a_fig.max = allocs;
-  a_fig.unit = "allocs";
-  a_fig.floor = 0;
-  a_fig.floor_name = "none allowed";
-  a_fig.ratio = allocs;
-  a_fig.note = fmt::format("heap allocations per submit over {} submits", submits);
-  out.push_back(a_fig);
+  out.push_back(allocations_figure("submit-allocations", allocs,
+                                   fmt::format("heap allocations per submit over {} submits", submits)));
   d.close();
   return out;
 }

@@ -1,11 +1,15 @@
 // `rig bench [NAMES] [--json] [--device NAME] [--compare BASELINE.json]`: runs benches and
-// prints rig's figures beside their floors; with a baseline, marks each figure more than
-// 10 % worse than the baseline's and fails.
+// prints rig's figures beside their floors; with a device, runs the benches that take one on
+// it; with a baseline, marks each figure more than 10 % worse than the baseline's and fails.
+#include <rig/rig.hpp>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -14,6 +18,17 @@
 #include "../bench/bench.hpp"
 #include "tool.hpp"
 
+#if defined(RIG_BENCH_DISK)
+#include "../disk/disk.hpp"
+#endif
+#if defined(RIG_HAVE_AMD)
+#include "amd.hpp"  // amdgpu/
+#include "sim.hpp"  // tests/sim/amd/
+#endif
+#if RIG_TOOL_CUDA
+#include "cuda_driver.hpp"  // rig::cuda::device_count, rig::cuda::opener
+#endif
+
 namespace rig::tool {
 namespace {
 
@@ -21,9 +36,97 @@ namespace {
 constexpr double kWorseBy = 0.10;
 
 struct Bench {
+  std::string name;
   std::function<std::vector<bench::Figure>(const bench::Options&)> run;
-  bool takes_device;  // it runs on the device --device names
+  // Why it cannot run on the device --device names, nullopt where it can; null for a bench
+  // that runs on devices of its own and takes no --device.
+  std::optional<std::string> (*refuses)(const Device&);
 };
+
+// Every bench, in the order `rig bench` runs them.
+std::vector<Bench> all_benches() {
+  std::vector<Bench> out{
+      {"submit", bench::submit, bench::refuses_submit},        // a null driver of its own, or the device
+      {"roundtrip", bench::roundtrip, bench::refuses_launch},  // the host device
+      {"grid", bench::grid, bench::refuses_launch},            // the host device
+      {"batch", bench::batch, bench::refuses_launch},          // the host device
+      {"copy", bench::copy, bench::refuses_memory},  // host, a memory device and a fake device, or the device
+      {"alloc", bench::alloc, bench::refuses_memory},  // the host device, or the device
+  };
+#if defined(RIG_BENCH_DISK)
+  out.push_back({"disk", bench::disk, nullptr});  // a DISK device of its own, beside fio
+#endif
+  return out;
+}
+
+#if defined(RIG_HAVE_AMD) || RIG_TOOL_CUDA
+// The GPU index in `name` after `prefix` ("AMD:0" after "AMD:"), or nullopt.
+std::optional<int> index_after(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix) || name.size() == prefix.size()) return std::nullopt;
+  int index = -1;
+  const char* end = name.data() + name.size();
+  auto [at, ec] = std::from_chars(name.data() + prefix.size(), end, index);
+  if (ec != std::errc() || at != end || index < 0) return std::nullopt;
+  return index;
+}
+#endif
+
+#if defined(RIG_HAVE_AMD)
+// The seam AMD GPUs are reached through: the system's, or with RIG_SIM=amd a simulated
+// gfx1100, as `rig devices` does.
+os::Seam& amd_seam() {
+  if (const char* s = std::getenv("RIG_SIM"); s && std::string_view(s) == "amd") {
+    static auto* simulated = new sim::amd::Simulator();  // outlives the devices
+    return *simulated;
+  }
+  return os::system();
+}
+#endif
+
+// The devices --device may name, one a line, for the message that refuses a name.
+std::vector<std::string> device_names() {
+  std::vector<std::string> out{"CPU (the host device)", "MEM, or any name starting with MEM (a new memory device)"};
+#if defined(RIG_BENCH_DISK)
+  out.push_back("DISK (the disk io device)");
+#endif
+#if defined(RIG_HAVE_AMD)
+  if (auto gpus = amd::gpus(amd_seam()))
+    for (const auto& g : *gpus) out.push_back(fmt::format("AMD:{} ({})", g.index, g.arch));
+#endif
+#if RIG_TOOL_CUDA
+  if (auto gpus = rig::cuda::device_count()) {
+    for (int i = 0; i < *gpus; ++i) out.push_back(fmt::format("CUDA:{}", i));
+  } else {
+    out.push_back(fmt::format("no CUDA:N ({})", gpus.error()));
+  }
+#endif
+  return out;
+}
+
+// The device --device names, opened; Error saying why where there is none of that name.
+Result<Device> open_named(const std::string& name) {
+  if (name == "CPU") return host();
+  if (name.starts_with("MEM")) return memory_device(name);
+#if defined(RIG_BENCH_DISK)
+  if (name == "DISK") return open_io(rig::disk::opener());
+#endif
+#if defined(RIG_HAVE_AMD)
+  if (auto index = index_after(name, "AMD:")) {
+    auto gpus = amd::gpus(amd_seam());
+    if (!gpus) return std::unexpected(fmt::format("no device is named {}: {}", name, gpus.error()));
+    for (const auto& g : *gpus)
+      if (g.index == *index) return open(amd::opener(g.index, amd_seam()));
+  }
+#endif
+#if RIG_TOOL_CUDA
+  if (auto index = index_after(name, "CUDA:")) {
+    auto gpus = rig::cuda::device_count();
+    if (!gpus) return std::unexpected(fmt::format("no device is named {}: {}", name, gpus.error()));
+    if (*index < *gpus) return open(rig::cuda::opener(*index));
+  }
+#endif
+  return std::unexpected(fmt::format("no device is named {}", name));
+}
 
 // Which way a unit gets worse: times and counts when higher, rates when lower; nullopt for
 // a unit this tool does not know, whose figures are not compared.
@@ -79,6 +182,12 @@ std::map<std::string, nlohmann::json> read_baseline(const std::string& path) {
   return out;
 }
 
+// A number for the table's min..max: two decimals below 10, one below 100, else none.
+std::string short_number(double x) {
+  const double a = std::abs(x);
+  return fmt::format("{:.{}f}", x, a < 10 ? 2 : a < 100 ? 1 : 0);
+}
+
 // How a figure compares with its baseline, in words: "12.5% worse", "3.0% better", "same".
 std::string change(double worse_by) {
   if (std::isinf(worse_by)) return "worse";
@@ -89,31 +198,66 @@ std::string change(double worse_by) {
 }  // namespace
 
 int bench(const BenchOptions& options) {
-  const std::map<std::string, Bench> benches{
-      {"submit", {bench::submit, false}},   // a null driver of its own
-      {"roundtrip", {bench::roundtrip, false}},  // the host device
-      {"grid", {bench::grid, false}},       // the host device
-      {"copy", {bench::copy, false}},       // host, a memory device and a fake device
-      {"alloc", {bench::alloc, false}},     // the host device
+  const std::vector<Bench> benches = all_benches();
+  auto find = [&](const std::string& name) -> const Bench* {
+    for (const auto& b : benches)
+      if (b.name == name) return &b;
+    return nullptr;
   };
-  std::vector<std::string> names = options.names;
-  if (names.empty() || names == std::vector<std::string>{"all"}) {
-    names.clear();
-    for (const auto& [name, b] : benches) names.push_back(name);
-  }
+  std::vector<std::string> known;
+  for (const auto& b : benches) known.push_back(b.name);
+  const bool every = options.names.empty() || options.names == std::vector<std::string>{"all"};
+  std::vector<std::string> names = every ? known : options.names;
   for (const auto& name : names) {
-    if (!benches.contains(name)) {
-      fmt::print(stderr, "rig bench: no bench named {} (there are submit, roundtrip, grid, copy, alloc)\n", name);
+    if (!find(name)) {
+      fmt::print(stderr, "rig bench: no bench named {} (there are {})\n", name, fmt::join(known, ", "));
       return 2;
     }
   }
+#if defined(RIG_BENCH_DISK)
+  if (std::find(names.begin(), names.end(), "disk") != names.end()) {
+    try {
+      bench::disk_bytes();
+    } catch (const std::invalid_argument& e) {
+      fmt::print(stderr, "rig bench: {}\n", e.what());
+      return 2;
+    }
+  }
+#endif
+
+  std::optional<Device> device;
   if (!options.device.empty()) {
-    std::vector<std::string> own;
-    for (const auto& name : names)
-      if (!benches.at(name).takes_device) own.push_back(name);
+    auto opened = open_named(options.device);
+    if (!opened) {
+      fmt::print(stderr, "rig bench: {}; --device takes one of:\n", opened.error());
+      for (const auto& line : device_names()) fmt::print(stderr, "  {}\n", line);
+      return 2;
+    }
+    device = *opened;
+    // A bench that cannot run on the device is refused where it was named, and left out
+    // of every bench with a line saying why.
+    std::vector<std::string> own, runnable;
+    for (const auto& name : names) {
+      const Bench& b = *find(name);
+      if (!b.refuses) {
+        own.push_back(name);
+        runnable.push_back(name);
+      } else if (auto why = b.refuses(*device)) {
+        fmt::print(stderr, "rig bench: {} cannot run on {}: {}\n", name, options.device, *why);
+        if (!every) return 2;
+      } else {
+        runnable.push_back(name);
+      }
+    }
     if (!own.empty())
-      fmt::print(stderr, "rig bench: --device {} is not used by {}, which run on devices of their own\n",
-                 options.device, fmt::join(own, ", "));
+      fmt::print(stderr, "rig bench: --device {} is not used by {}: {} on {} of {} own\n", options.device,
+                 fmt::join(own, ", "), own.size() == 1 ? "it runs" : "they run",
+                 own.size() == 1 ? "a device" : "devices", own.size() == 1 ? "its" : "their");
+    if (runnable.empty()) {
+      fmt::print(stderr, "rig bench: none of the benches named runs on {}\n", options.device);
+      return 2;
+    }
+    names = runnable;
   }
   std::map<std::string, nlohmann::json> baseline;
   if (!options.compare.empty()) {
@@ -127,8 +271,8 @@ int bench(const BenchOptions& options) {
 
   std::vector<bench::Figure> figures;
   for (const auto& name : names) {
-    const Bench& b = benches.at(name);
-    bench::Options o{b.takes_device ? options.device : std::string(), options.repeats};
+    const Bench& b = *find(name);
+    bench::Options o{b.refuses ? device : std::nullopt, options.repeats};
     auto got = b.run(o);
     figures.insert(figures.end(), got.begin(), got.end());
   }
@@ -158,7 +302,7 @@ int bench(const BenchOptions& options) {
     fmt::print("{}\n", out.dump(2));
   } else {
     const bool with_baseline = !options.compare.empty();
-    fmt::print("{:<22} {:>12} {:>12} {:>12} {:>8}  {}\n", "bench", "rig (median)", "min..max", "floor", "ratio",
+    fmt::print("{:<22} {:>12} {:>16} {:>12} {:>8}  {}\n", "bench", "rig (median)", "min..max", "floor", "ratio",
                with_baseline ? "baseline  against it" : "floor is");
     for (std::size_t i = 0; i < figures.size(); ++i) {
       const auto& f = figures[i];
@@ -169,8 +313,8 @@ int bench(const BenchOptions& options) {
                                         c.regression ? "  REGRESSION" : "")
                           : fmt::format("{:>8}  {:<13}", "-", "not compared");
       }
-      fmt::print("{:<22} {:>9.2f} {:<2} {:>5.0f}..{:<6.0f} {:>9.2f} {:<2} {:>8.2f}  {}\n", f.name, f.value, f.unit,
-                 f.min, f.max, f.floor, f.unit, f.ratio, tail);
+      fmt::print("{:<22} {:>9.2f} {:<2} {:>7}..{:<7} {:>9.2f} {:<2} {:>8.2f}  {}\n", f.name, f.value, f.unit,
+                 short_number(f.min), short_number(f.max), f.floor, f.unit, f.ratio, tail);
     }
   }
   if (!options.compare.empty()) {
@@ -184,6 +328,7 @@ int bench(const BenchOptions& options) {
     fmt::print(stderr, "rig bench: {} of {} figures more than {:.0f}% worse than {}\n", regressions, figures.size(),
                100 * kWorseBy, options.compare);
   }
+  if (device && *device != host()) device->close();
   return regressions != 0 ? 1 : 0;
 }
 

@@ -23,9 +23,11 @@ int main(int argc, char** argv) {
 
   rig::tool::BenchOptions bench;
   auto* bench_cmd = app.add_subcommand("bench", "run benchmarks, each beside a floor measured in the same run");
-  bench_cmd->add_option("names", bench.names, "benches to run: submit, roundtrip, grid, copy, alloc (default: all)");
+  bench_cmd->add_option("names", bench.names,
+                        "benches to run: submit, roundtrip, grid, batch, copy, alloc, disk (default: all)");
   bench_cmd->add_flag("--json", bench.json, "print a JSON array of figures");
-  bench_cmd->add_option("--device", bench.device, "the device to run on, where a bench allows a choice");
+  bench_cmd->add_option("--device", bench.device,
+                        "the device to run on (CPU, MEM..., DISK, AMD:N, CUDA:N), where a bench allows a choice");
   bench_cmd->add_option("--repeats", bench.repeats, "repetitions; figures are medians")->check(CLI::Range(1, 1000));
   bench_cmd->add_option("--compare", bench.compare,
                         "a baseline (rig bench --json): mark figures more than 10% worse, and fail if one is")

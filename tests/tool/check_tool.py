@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """Checks the rig tool's commands from the outside: rig devices --json lists the host
-device with well-formed facts; rig bench --json prints figures with their floors;
-rig demo verifies its results; unknown benches and bad arguments are refused."""
+device with well-formed facts; rig bench --json prints figures with their floors, runs
+benches on the device --device names, and runs the disk bench beside fio; rig demo verifies
+its results; unknown benches, unknown devices and bad arguments are refused."""
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
+# check_tool.py RIG [--disk]: with --disk, rig is built with the disk device and has the disk bench.
 rig = sys.argv[1]
+with_disk = "--disk" in sys.argv[2:]
 failures = []
 
 
@@ -16,8 +22,27 @@ def check(name, condition, detail=""):
         failures.append(name)
 
 
-def run(*args):
-    return subprocess.run([rig, *args], capture_output=True, text=True, timeout=600)
+def run(*args, env=None):
+    return subprocess.run([rig, *args], capture_output=True, text=True, timeout=600,
+                          env=None if env is None else dict(os.environ, **env))
+
+
+def figures_of(result):
+    try:
+        got = json.loads(result.stdout or "[]")
+    except ValueError:
+        return []
+    return got if isinstance(got, list) else []
+
+
+def well_formed(f):
+    """A figure has every field, a positive median between its min and max, and its ratio
+    is its median over its floor's (0 where the floor is 0)."""
+    if not {"name", "value", "min", "max", "unit", "floor", "floor_name", "ratio", "note"} <= set(f):
+        return False
+    ratio = f["value"] / f["floor"] if f["floor"] > 0 else 0
+    return (f["value"] > 0 and f["min"] <= f["value"] <= f["max"] and f["floor"] >= 0
+            and abs(f["ratio"] - ratio) <= 1e-9 * max(1, abs(ratio)))
 
 
 devices = run("devices", "--json")
@@ -43,7 +68,71 @@ allocations = [f for f in figures if f["name"] == "submit-allocations"]
 check("a submit allocates nothing", allocations and allocations[0]["value"] == 0, allocations)
 
 unknown = run("bench", "nosuch")
-check("an unknown bench is refused", unknown.returncode != 0 and "nosuch" in unknown.stderr, unknown.stderr)
+check("an unknown bench is refused with status 2, naming it and the benches",
+      unknown.returncode == 2 and "nosuch" in unknown.stderr and "batch" in unknown.stderr, unknown.stderr)
+bench_names = unknown.stderr.partition("(there are ")[2].rstrip(")\n").split(", ")
+check("the benches are the ones built", bench_names == ["submit", "roundtrip", "grid", "batch", "copy", "alloc"]
+      + (["disk"] if with_disk else []), bench_names)
+
+batch = run("bench", "batch", "--json", "--repeats", "1")
+check("bench batch exits 0", batch.returncode == 0, batch.stderr)
+figures = figures_of(batch)
+check("bench batch prints one figure, batch", [f.get("name") for f in figures] == ["batch"], batch.stdout)
+for f in figures:
+    check("the batch figure is well formed, in ns beside a floor", well_formed(f) and f["unit"] == "ns"
+          and f["floor"] > 0 and "64" in f["note"], f)
+
+alloc = run("bench", "alloc", "--device", "MEM-TOOL", "--json", "--repeats", "1")
+check("bench alloc --device MEM-TOOL exits 0", alloc.returncode == 0, alloc.stderr)
+figures = figures_of(alloc)
+check("bench alloc --device MEM-TOOL measures allocations on MEM-TOOL",
+      [f.get("name") for f in figures] == ["alloc@MEM-TOOL"] and all(well_formed(f) for f in figures), alloc.stdout)
+
+on_cpu = run("bench", "submit", "--device", "CPU", "--json", "--repeats", "1")
+figures = {f.get("name"): f for f in figures_of(on_cpu)}
+check("bench submit --device CPU measures submit on the host device beside the null driver",
+      on_cpu.returncode == 0 and "submit@CPU" in figures and well_formed(figures["submit@CPU"]),
+      on_cpu.stdout + on_cpu.stderr)
+check("a submit on the host device allocates nothing",
+      figures.get("submit-allocations@CPU", {}).get("value") == 0, figures.get("submit-allocations@CPU"))
+
+nodevice = run("bench", "alloc", "--device", "NOSUCH:7")
+check("an unknown device is refused with status 2, naming it and the devices there are",
+      nodevice.returncode == 2 and "NOSUCH:7" in nodevice.stderr and "CPU" in nodevice.stderr
+      and not nodevice.stdout, nodevice.stderr)
+refused = run("bench", "roundtrip", "--device", "MEM-TOOL")
+check("a bench that cannot run on the device is refused with status 2, saying why",
+      refused.returncode == 2 and "roundtrip cannot run on MEM-TOOL" in refused.stderr
+      and "no launches" in refused.stderr, refused.stderr)
+
+if with_disk:
+    with tempfile.TemporaryDirectory() as tmp:
+        small = {"RIG_BENCH_DISK_BYTES": "16M", "TMPDIR": tmp}
+        disk = run("bench", "disk", "--json", "--repeats", "1", env=small)
+        check("bench disk with 16 MiB exits 0", disk.returncode == 0, disk.stderr)
+        figures = {f.get("name"): f for f in figures_of(disk)}
+        check("bench disk reads cold and warm and writes",
+              set(figures) == {"disk-read-cold", "disk-read-warm", "disk-write"}, disk.stdout)
+        check("bench disk's figures are in GB/s of a 16 MiB file", all(
+            well_formed(f) and f["unit"] == "GB/s" and "16 MiB" in f["note"] for f in figures.values()), disk.stdout)
+        if shutil.which("fio"):
+            check("bench disk measures fio beside each figure", all(
+                f["floor"] > 0 and f["floor_name"].startswith("fio ") for f in figures.values()), disk.stdout)
+        else:
+            print("skip bench disk beside fio: fio is not installed")
+        # Without fio, the floors say so and rig's figures remain.
+        nofio = run("bench", "disk", "--json", "--repeats", "1", env=dict(small, PATH=tmp))
+        figures = figures_of(nofio)
+        check("without fio, bench disk gives rig's figures and says fio is not installed",
+              nofio.returncode == 0 and len(figures) == 3 and all(
+                  f["value"] > 0 and f["floor"] == 0 and "fio is not installed" in f["floor_name"]
+                  for f in figures), nofio.stdout + nofio.stderr)
+        check("bench disk leaves no file behind", os.listdir(tmp) == [], os.listdir(tmp))
+        odd = run("bench", "disk", env={"RIG_BENCH_DISK_BYTES": "1000"})
+        check("a disk size that is no whole number of MiB is refused with status 2",
+              odd.returncode == 2 and "RIG_BENCH_DISK_BYTES=1000" in odd.stderr, odd.stderr)
+else:
+    print("skip bench disk: this rig is built without the disk device")
 bad = run("demo", "--groups", "0")
 check("a bad argument is refused", bad.returncode != 0, bad.stdout)
 
