@@ -5,17 +5,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "machine.hpp"
 #include "tool.hpp"
 
-#if defined(RIG_HAVE_AMD)
-#include <cstdlib>
-
-#include "amd.hpp"  // amdgpu/
-#include "sim.hpp"  // tests/sim/amd/
-#endif
-#if RIG_TOOL_CUDA
-#include "cuda_driver.hpp"  // rig::cuda::device_count, rig::cuda::opener
-#endif
 
 namespace rig::tool {
 namespace {
@@ -62,32 +54,7 @@ nlohmann::json describe(const Device& d) {
 }  // namespace
 
 int devices(const DevicesOptions& options) {
-  std::vector<Device> found{host()};
-#if defined(RIG_HAVE_AMD)
-  // AMD GPUs through KFD; with RIG_SIM=amd, one simulated gfx1100 instead.
-  os::Seam* seam = &os::system();
-  if (const char* s = std::getenv("RIG_SIM"); s && std::string_view(s) == "amd") {
-    static auto* simulated = new sim::amd::Simulator();  // outlives the devices
-    seam = simulated;
-  }
-  if (auto gpus = amd::gpus(*seam))
-    for (const auto& g : *gpus)
-      if (auto d = open(amd::opener(g.index, *seam))) found.push_back(*d);
-#endif
-#if RIG_TOOL_CUDA
-  // CUDA GPUs through libcuda; where libcuda is absent or too old, say why and list none.
-  if (auto gpus = rig::cuda::device_count()) {
-    for (int i = 0; i < *gpus; ++i) {
-      auto d = rig::open(rig::cuda::opener(i));
-      if (d)
-        found.push_back(*d);
-      else
-        fmt::print(stderr, "{}\n", d.error());
-    }
-  } else {
-    fmt::print(stderr, "CUDA: {}\n", gpus.error());
-  }
-#endif
+  std::vector<Device> found = open_all([](const std::string& why) { fmt::print(stderr, "{}\n", why); });
   if (options.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& d : found) out.push_back(describe(d));

@@ -1,0 +1,125 @@
+// The devices of this machine that the rig tool reaches by name (machine.hpp).
+#include "machine.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+#if defined(RIG_BENCH_DISK)
+#include "../disk/disk.hpp"
+#endif
+#if defined(RIG_HAVE_AMD)
+#include "amd.hpp"  // amdgpu/
+#include "sim.hpp"  // tests/sim/amd/
+#endif
+#if RIG_TOOL_CUDA
+#include "cuda_driver.hpp"  // rig::cuda::device_count, rig::cuda::opener
+#endif
+
+namespace rig::tool {
+namespace {
+
+#if defined(RIG_HAVE_AMD) || RIG_TOOL_CUDA
+// The GPU index in `name` after `prefix` ("AMD:0" after "AMD:"), or nullopt.
+std::optional<int> index_after(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix) || name.size() == prefix.size()) return std::nullopt;
+  int index = -1;
+  const char* end = name.data() + name.size();
+  auto [at, ec] = std::from_chars(name.data() + prefix.size(), end, index);
+  if (ec != std::errc() || at != end || index < 0) return std::nullopt;
+  return index;
+}
+#endif
+
+#if defined(RIG_HAVE_AMD)
+// The seam AMD GPUs are reached through: the system's, or with RIG_SIM=amd a simulated
+// gfx1100, the same one for every command of the tool.
+os::Seam& amd_seam() {
+  if (const char* s = std::getenv("RIG_SIM"); s && std::string_view(s) == "amd") {
+    static auto* simulated = new sim::amd::Simulator();  // outlives the devices
+    return *simulated;
+  }
+  return os::system();
+}
+#endif
+
+}  // namespace
+
+std::vector<Device> open_all(const std::function<void(const std::string&)>& report) {
+  std::vector<Device> found{host()};
+#if defined(RIG_HAVE_AMD)
+  if (auto gpus = amd::gpus(amd_seam())) {
+    for (const auto& g : *gpus) {
+      auto d = open(amd::opener(g.index, amd_seam()));
+      if (d)
+        found.push_back(*d);
+      else
+        report(d.error());
+    }
+  }
+#endif
+#if RIG_TOOL_CUDA
+  // Where libcuda is absent or too old, say why and list none.
+  if (auto gpus = rig::cuda::device_count()) {
+    for (int i = 0; i < *gpus; ++i) {
+      auto d = rig::open(rig::cuda::opener(i));
+      if (d)
+        found.push_back(*d);
+      else
+        report(d.error());
+    }
+  } else {
+    report(fmt::format("CUDA: {}", gpus.error()));
+  }
+#endif
+  (void)report;
+  return found;
+}
+
+std::vector<std::string> device_names() {
+  std::vector<std::string> out{"CPU (the host device)", "MEM, or any name starting with MEM (a new memory device)"};
+#if defined(RIG_BENCH_DISK)
+  out.push_back("DISK (the disk io device)");
+#endif
+#if defined(RIG_HAVE_AMD)
+  if (auto gpus = amd::gpus(amd_seam()))
+    for (const auto& g : *gpus) out.push_back(fmt::format("AMD:{} ({})", g.index, g.arch));
+#endif
+#if RIG_TOOL_CUDA
+  if (auto gpus = rig::cuda::device_count()) {
+    for (int i = 0; i < *gpus; ++i) out.push_back(fmt::format("CUDA:{}", i));
+  } else {
+    out.push_back(fmt::format("no CUDA:N ({})", gpus.error()));
+  }
+#endif
+  return out;
+}
+
+Result<Device> open_named(const std::string& name) {
+  if (name == "CPU") return host();
+  if (name.starts_with("MEM")) return memory_device(name);
+#if defined(RIG_BENCH_DISK)
+  if (name == "DISK") return open_io(rig::disk::opener());
+#endif
+#if defined(RIG_HAVE_AMD)
+  if (auto index = index_after(name, "AMD:")) {
+    auto gpus = amd::gpus(amd_seam());
+    if (!gpus) return std::unexpected(fmt::format("no device is named {}: {}", name, gpus.error()));
+    for (const auto& g : *gpus)
+      if (g.index == *index) return open(amd::opener(g.index, amd_seam()));
+  }
+#endif
+#if RIG_TOOL_CUDA
+  if (auto index = index_after(name, "CUDA:")) {
+    auto gpus = rig::cuda::device_count();
+    if (!gpus) return std::unexpected(fmt::format("no device is named {}: {}", name, gpus.error()));
+    if (*index < *gpus) return open(rig::cuda::opener(*index));
+  }
+#endif
+  return std::unexpected(fmt::format("no device is named {}", name));
+}
+
+}  // namespace rig::tool
