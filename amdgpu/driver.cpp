@@ -222,6 +222,9 @@ class Device final : public edge::Driver {
   std::uint32_t compute_sequence_ = 0, copy_sequence_ = 0;
   std::array<Flight, kFlights> flights_{};
   std::uint64_t flight_head_ = 0, flight_tail_ = 0;  // [tail, head) are in flight
+  // Where parts start, for fault reports: submit writes them while sleep, on any thread, may
+  // read them to describe a fault.
+  mutable std::mutex marks_mutex_;
   std::array<Mark, kMarks> marks_{};
   std::uint64_t mark_count_ = 0;
   std::array<std::uint8_t, kFlights> timed_{};
@@ -721,6 +724,7 @@ int Device::room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t
 }
 
 void Device::mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what) {
+  std::lock_guard g(marks_mutex_);
   auto& m = marks_[mark_count_++ % kMarks];
   m.position = position, m.queue = queue, m.value = v, m.part = part;
   std::snprintf(m.what, sizeof m.what, "%s", what);
@@ -1005,20 +1009,27 @@ int Device::settle(void* edge, std::uint64_t v, std::uint64_t* times, const char
 std::string Device::describe_stop(int queue) const {
   const Ring& r = queue == 0 ? compute_ : copy_;
   std::uint64_t reported = load(r.rptr_memory);
-  if (r.bytes) reported /= 4;
+  // The write pointer as the doorbell published it: a submit on another thread may be moving
+  // the ring's own, and the words before the published one are written.
+  std::uint64_t written = load(r.wptr_memory);
+  if (r.bytes) reported /= 4, written /= 4;
   // The engine may report its read pointer within the ring or counted from the start: either
   // way it lies at most a ring behind the write pointer.
-  std::uint64_t behind = (r.wptr % r.dwords + r.dwords - reported % r.dwords) % r.dwords;
-  std::uint64_t rptr = r.wptr - behind;
+  std::uint64_t behind = (written % r.dwords + r.dwords - reported % r.dwords) % r.dwords;
+  std::uint64_t rptr = written - behind;
   std::uint32_t header = r.words[rptr % r.dwords];
   std::string packet = queue == 0 ? fmt::format("PM4 header {:#010x} (opcode {:#04x})", header, (header >> 8) & 0xff)
                                   : fmt::format("SDMA header {:#010x} (opcode {})", header, header & 0xff);
-  const Mark* best = nullptr;
-  for (std::uint64_t i = mark_count_ > kMarks ? mark_count_ - kMarks : 0; i < mark_count_; ++i) {
-    const auto& m = marks_[i % kMarks];
-    if (int(m.queue) == queue && m.position <= rptr && (!best || m.position >= best->position)) best = &m;
+  std::string where;
+  {
+    std::lock_guard g(marks_mutex_);
+    const Mark* best = nullptr;
+    for (std::uint64_t i = mark_count_ > kMarks ? mark_count_ - kMarks : 0; i < mark_count_; ++i) {
+      const auto& m = marks_[i % kMarks];
+      if (int(m.queue) == queue && m.position <= rptr && (!best || m.position >= best->position)) best = &m;
+    }
+    if (best) where = fmt::format(" in {} (value {} part {})", best->what, best->value, best->part);
   }
-  std::string where = best ? fmt::format(" in {} (value {} part {})", best->what, best->value, best->part) : "";
   return fmt::format("{} stopped at ring dword {:#x}, {}{}", queue == 0 ? "COMPUTE:0" : "COPY:0", rptr, packet, where);
 }
 
@@ -1036,8 +1047,14 @@ void Device::sleep(std::uint64_t v, std::chrono::nanoseconds most) {
   std::string why;
   const auto& mem = events[1].memory_exception_data;
   const auto& hw = events[2].hw_exception_data;
-  bool busy_compute = load(compute_.rptr_memory) % compute_.dwords != compute_.wptr % compute_.dwords;
-  bool busy_copy = load(copy_.rptr_memory) / 4 % copy_.dwords != copy_.wptr % copy_.dwords;
+  // A queue is busy while its engine's read pointer is short of the write pointer the
+  // doorbell published (submit, on another thread, may be moving the ring's own).
+  auto busy = [](const Ring& r) {
+    std::uint64_t unit = r.bytes ? 4 : 1;
+    return load(r.rptr_memory) / unit % r.dwords != load(r.wptr_memory) / unit % r.dwords;
+  };
+  const bool busy_compute = (mem.gpu_id || hw.gpu_id) && busy(compute_);
+  const bool busy_copy = (mem.gpu_id || hw.gpu_id) && busy(copy_);
   if (mem.gpu_id) {
     std::string kind = mem.failure.ReadOnly ? "write to a read-only page" : mem.failure.NoExecute ? "execute" : "page not present";
     why = fmt::format("page fault at {:#x} ({})", std::uint64_t(mem.va), kind);

@@ -158,14 +158,14 @@ std::string version_text(int version) {
   return fmt::format("{}.{}", version / 1000, version % 1000 / 10);
 }
 
-Result<const Library*> load() {
+Result<const Library*> load(const std::string& given) {
   // Libraries stay loaded for the life of the process: their functions and the records of
   // devices opened through them must stay valid. Never destroyed.
   static auto* mutex = new std::mutex;
   static auto* loaded = new std::map<std::string, const Library*>;
   const char* env = std::getenv("RIG_LIBCUDA");
-  const bool chosen = env && *env;
-  std::string path = chosen ? env : kDefaultPath;
+  const bool chosen = given.empty() && env && *env;
+  std::string path = !given.empty() ? given : chosen ? env : kDefaultPath;
   std::lock_guard g(*mutex);
   auto it = loaded->find(path);
   if (it == loaded->end()) {

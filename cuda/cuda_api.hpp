@@ -238,11 +238,11 @@ struct Library {
   bool stream_memops = false;  // cuStreamWriteValue64 and cuStreamWaitValue64 were found
 };
 
-// The library at RIG_LIBCUDA, or libcuda.so.1 when that is unset. Error, naming the path,
-// when it cannot be loaded, when it has no cuGetProcAddress or reports a CUDA version below
-// 12.0 ("too old"), or lacks a function rig needs; a library without the 64-bit stream
-// memory operations loads with stream_memops false.
-Result<const Library*> load();
+// The library at `path`; when that is empty, at RIG_LIBCUDA, or libcuda.so.1 when that is
+// unset. Error, naming the path, when it cannot be loaded, when it has no cuGetProcAddress or
+// reports a CUDA version below 12.0 ("too old"), or lacks a function rig needs; a library
+// without the 64-bit stream memory operations loads with stream_memops false.
+Result<const Library*> load(const std::string& path = "");
 
 // "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered", from libcuda's
 // own names and strings; "CUresult 12345" for a code it does not name.

@@ -887,8 +887,8 @@ struct Initialized {
   const Library* lib;
   int count;
 };
-Result<Initialized> initialized() {
-  auto lib = api::load();
+Result<Initialized> initialized(const std::string& library) {
+  auto lib = api::load(library);
   if (!lib) return std::unexpected(lib.error());
   const Library& l = **lib;
   CUresult r = l.api.cuInit(0);
@@ -905,8 +905,9 @@ Result<Initialized> initialized() {
   return Initialized{&l, count};
 }
 
-Result<std::unique_ptr<edge::Driver>> open_gpu(int ordinal, volatile std::uint64_t* word) {
-  auto init = initialized();
+Result<std::unique_ptr<edge::Driver>> open_gpu(int ordinal, const std::string& library,
+                                              volatile std::uint64_t* word) {
+  auto init = initialized(library);
   if (!init) return std::unexpected(init.error());
   const Library& l = *init->lib;
   const Api& a = l.api;
@@ -966,14 +967,16 @@ Result<std::unique_ptr<edge::Driver>> open_gpu(int ordinal, volatile std::uint64
 
 }  // namespace
 
-edge::Opener<> opener(int ordinal) {
+edge::Opener<> opener(int ordinal, std::string library) {
   if (ordinal < 0) throw std::invalid_argument(fmt::format("CUDA:{}: a GPU ordinal is at least 0", ordinal));
   return {fmt::format("CUDA:{}", ordinal),
-          [ordinal](volatile std::uint64_t* word) { return open_gpu(ordinal, word); }};
+          [ordinal, library = std::move(library)](volatile std::uint64_t* word) {
+            return open_gpu(ordinal, library, word);
+          }};
 }
 
-Result<int> device_count() {
-  auto init = initialized();
+Result<int> device_count(const std::string& library) {
+  auto init = initialized(library);
   if (!init) return std::unexpected(init.error());
   return init->count;
 }

@@ -1,8 +1,8 @@
 // cuda_driver.hpp — CUDA GPUs as rig devices, through libcuda loaded at run time.
 //
-// The library is RIG_LIBCUDA when that is set (a path), and libcuda.so.1 otherwise. rig has
-// no build-time dependency on CUDA: it asks libcuda for each function it calls with
-// cuGetProcAddress, at the CUDA 12.0 interface (cuda_api.hpp).
+// The library is the path an opener is given, else RIG_LIBCUDA when that is set (a path),
+// and libcuda.so.1 otherwise. rig has no build-time dependency on CUDA: it asks libcuda for
+// each function it calls with cuGetProcAddress, at the CUDA 12.0 interface (cuda_api.hpp).
 //
 // One device per GPU, named "CUDA:<ordinal>", on the GPU's primary context, which rig
 // retains for the life of the process.
@@ -86,15 +86,17 @@
 
 namespace rig::cuda {
 
-// An opener of "CUDA:<ordinal>". Its make returns Error, saying which, when libcuda is
-// absent, too old (no cuGetProcAddress, or a CUDA version below 12.0), when the GPU lacks
-// 64-bit stream memory operations, when libcuda finds no GPU or fewer than ordinal + 1, or
-// when CUDA cannot set the GPU up (its context, streams or events). Making the opener loads
-// nothing; invalid_argument if ordinal is negative.
-edge::Opener<> opener(int ordinal);
+// An opener of "CUDA:<ordinal>", through the libcuda at `library` (a path) or, when that is
+// empty, the one named above. Its make returns Error, saying which, when libcuda is absent,
+// too old (no cuGetProcAddress, or a CUDA version below 12.0), when the GPU lacks 64-bit
+// stream memory operations, when libcuda finds no GPU or fewer than ordinal + 1, or when CUDA
+// cannot set the GPU up (its context, streams or events). Making the opener loads nothing;
+// invalid_argument if ordinal is negative.
+edge::Opener<> opener(int ordinal, std::string library = "");
 
-// The number of GPUs libcuda reports (cuDeviceGetCount); Error when libcuda is absent, too
-// old, or cuInit fails (CUDA_ERROR_NO_DEVICE gives 0, not an Error).
-Result<int> device_count();
+// The number of GPUs the libcuda at `library` (empty: the one named above) reports
+// (cuDeviceGetCount); Error when libcuda is absent, too old, or cuInit fails
+// (CUDA_ERROR_NO_DEVICE gives 0, not an Error).
+Result<int> device_count(const std::string& library = "");
 
 }  // namespace rig::cuda

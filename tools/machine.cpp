@@ -48,34 +48,40 @@ os::Seam& amd_seam() {
 
 }  // namespace
 
-std::vector<Device> open_all(const std::function<void(const std::string&)>& report) {
-  std::vector<Device> found{host()};
+std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& report) {
+  std::vector<Gpu> out;
 #if defined(RIG_HAVE_AMD)
-  if (auto gpus = amd::gpus(amd_seam())) {
-    for (const auto& g : *gpus) {
-      auto d = open(amd::opener(g.index, amd_seam()));
-      if (d)
-        found.push_back(*d);
-      else
-        report(d.error());
-    }
-  }
+  if (auto gpus = amd::gpus(amd_seam()))
+    for (const auto& g : *gpus)
+      out.push_back({fmt::format("AMD:{}", g.index), fmt::format("the AMD driver on GPU {} ({}) through KFD", g.index, g.arch),
+                     [i = g.index] { return amd::opener(i, amd_seam()); },
+                     1,  // submit rings the doorbells itself (amdgpu/amd.hpp)
+                     &amd_seam() != &os::system()});
 #endif
 #if RIG_TOOL_CUDA
   // Where libcuda is absent or too old, say why and list none.
   if (auto gpus = rig::cuda::device_count()) {
-    for (int i = 0; i < *gpus; ++i) {
-      auto d = rig::open(rig::cuda::opener(i));
-      if (d)
-        found.push_back(*d);
-      else
-        report(d.error());
-    }
+    for (int i = 0; i < *gpus; ++i)
+      out.push_back({fmt::format("CUDA:{}", i), fmt::format("the CUDA driver on GPU {} through libcuda", i),
+                     [i] { return rig::cuda::opener(i); },
+                     1});  // CUDA runs what is enqueued: submit always commits (cuda/cuda_driver.hpp)
   } else {
     report(fmt::format("CUDA: {}", gpus.error()));
   }
 #endif
   (void)report;
+  return out;
+}
+
+std::vector<Device> open_all(const std::function<void(const std::string&)>& report) {
+  std::vector<Device> found{host()};
+  for (const auto& gpu : gpu_openers(report)) {
+    auto d = open(gpu.make());
+    if (d)
+      found.push_back(*d);
+    else
+      report(d.error());
+  }
   return found;
 }
 

@@ -4,9 +4,12 @@
 // as this build of the tool has them.
 #pragma once
 
+#include <rig/edge.hpp>
 #include <rig/rig.hpp>
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,5 +24,15 @@ Result<Device> open_named(const std::string& name);
 
 // The names open_named takes, one a line with what each is, for a message that refuses one.
 std::vector<std::string> device_names();
+
+// Each GPU open_all would open, as a way to open more devices of it: its name, what it is,
+// a maker of its opener, and the bound within which its driver commits on its own.
+struct Gpu {
+  std::string name, about;
+  std::function<edge::Opener<>()> make;
+  std::optional<std::uint64_t> commit_bound;
+  bool simulated = false;  // RIG_SIM=amd's simulator rather than hardware
+};
+std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& report);
 
 }  // namespace rig::tool

@@ -72,11 +72,19 @@ struct Target {
   // of images skip.
   std::vector<std::byte> image;
   std::string function;
+  // For an io device (edge::Io, such as the disk device): a new region of the device `d`
+  // holding `contents`, as a buffer (Buffer::of_io) admitting `access`. Non-null marks an
+  // io target, on which the io laws run instead of the laws of devices that compute.
+  std::function<Buffer(const Device& d, std::span<const std::byte> contents, Access access)> io_region;
 };
+
+// The built-in io target: an io device over regions of host memory (tests/support/memory_io.hpp).
+Target memory_io_target();
 
 // A target whose devices a driver's opener opens: make() is called for each new device, and
 // each device is opened under a name of its own ("NAME~3"), since rig keeps one live device
-// per name.
+// per name. Each device's live_bytes counts the bytes its driver allocated for rig (alloc)
+// that rig has not freed.
 Target driver_target(std::string name, std::function<edge::Opener<>()> make,
                      std::optional<std::uint64_t> commit_bound, std::string about = "");
 

@@ -34,4 +34,15 @@ void close_of_a_busy_device_waits_for_its_work(Context&);
 void long_work_is_not_a_hang(Context&);
 void a_stall_past_hang_ms_is_a_hang(Context&);
 
+// laws_io.cpp: the laws of io devices
+void io_facts_are_well_formed(Context&);
+void io_copies_are_the_identity(Context&);
+void io_fills_and_blits_write_exactly_their_bytes(Context&);
+void io_read_only_memory_refuses_writes(Context&);
+void io_a_reader_sees_the_last_writer(Context&);
+void io_concurrent_copies_keep_every_byte(Context&);
+void io_a_borrow_is_its_pages(Context&);
+void io_close_loses_it_and_returns_its_memory(Context&);
+void io_memory_returns_once_its_buffers_go(Context&);
+
 }  // namespace rig::conformance::detail

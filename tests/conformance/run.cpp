@@ -59,6 +59,25 @@ const std::vector<Entry>& table() {
   return entries;
 }
 
+// The laws of io devices, which run on io targets (Target::io_region) instead.
+const std::vector<Entry>& io_table() {
+  static const std::vector<Entry> entries = {
+      {{"io: it computes nothing, and refuses what only devices that compute do", ""}, io_facts_are_well_formed},
+      {{"io: copies are the identity between its memory and every memory kind", ""}, io_copies_are_the_identity},
+      {{"io: fills and blits write exactly their bytes", ""}, io_fills_and_blits_write_exactly_their_bytes},
+      {{"io: read-only memory refuses every write and keeps its bytes", ""}, io_read_only_memory_refuses_writes},
+      {{"io: a reader sees the last writer, across devices", ""}, io_a_reader_sees_the_last_writer},
+      {{"io: concurrent copies on one region keep every byte", ""}, io_concurrent_copies_keep_every_byte},
+      {{"io: a borrow of its memory is its pages, in place", ""}, io_a_borrow_is_its_pages},
+      {{"io: close loses it with reason \"closed\", and its memory raises Lost", ""},
+       io_close_loses_it_and_returns_its_memory},
+      {{"io: its memory returns to it once its buffers are gone", ""}, io_memory_returns_once_its_buffers_go},
+  };
+  return entries;
+}
+
+const std::vector<Entry>& table_for(const Target& target) { return target.io_region ? io_table() : table(); }
+
 std::atomic<bool> any_hang{false};
 
 std::string joined(const std::vector<std::string>& lines) {
@@ -121,6 +140,7 @@ const std::vector<Law>& laws() {
   static const std::vector<Law> all = [] {
     std::vector<Law> out;
     for (const auto& e : table()) out.push_back(e.law);
+    for (const auto& e : io_table()) out.push_back(e.law);
     return out;
   }();
   return all;
@@ -157,7 +177,7 @@ std::vector<Outcome> run(const Target& target, const RunOptions& options) {
   std::vector<Outcome> outcomes;
   std::string hung_law;
   auto shared_target = std::make_shared<Target>(target);
-  for (const auto& e : table()) {
+  for (const auto& e : table_for(target)) {
     if (!options.only.empty() && std::find(options.only.begin(), options.only.end(), e.law.name) == options.only.end())
       continue;
     Outcome out;

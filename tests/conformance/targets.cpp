@@ -104,6 +104,60 @@ edge::Opener<> memory_driver_opener() {
           }};
 }
 
+// The bytes of the memory a driver allocated for rig (alloc) that rig has not freed: a driver
+// that forwards every call to the inner one and counts, as the fake driver counts its own.
+// Mappings of memory the driver does not own (map_host, map_peer) are not counted: rig keeps
+// its staging memory mapped on each device that copied through it. The C functions are the
+// inner driver's own, which rig reaches through the facts' edge.
+class Counted final : public edge::Driver {
+ public:
+  struct Count {
+    std::mutex mutex;
+    std::map<std::uintptr_t, std::size_t> regions;
+    std::size_t bytes = 0;
+  };
+  Counted(std::unique_ptr<edge::Driver> inner, std::shared_ptr<Count> count)
+      : inner_(std::move(inner)), count_(std::move(count)) {}
+
+  edge::Facts facts() override { return inner_->facts(); }
+  std::optional<edge::Region> alloc(Memory memory, std::size_t bytes) override {
+    auto r = inner_->alloc(memory, bytes);
+    if (r) add(*r, bytes);
+    return r;
+  }
+  void free(edge::Region r) override {
+    inner_->free(r);
+    std::lock_guard g(count_->mutex);
+    if (auto it = count_->regions.find(r.id); it != count_->regions.end())
+      count_->bytes -= it->second, count_->regions.erase(it);
+  }
+  edge::Location locate(edge::Region r) override { return inner_->locate(r); }
+  edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override { return inner_->map_host(host, bytes); }
+  edge::Mapping map_peer(const edge::Location& peer, std::size_t bytes) override {
+    return inner_->map_peer(peer, bytes);
+  }
+  Result<edge::Code> image(std::span<const std::byte> binary) override { return inner_->image(binary); }
+  edge::EntryAnswer entry(edge::ImageId image, std::string_view name) override { return inner_->entry(image, name); }
+  void unload(edge::ImageId image) override { inner_->unload(image); }
+  edge::GrowAnswer grow() override { return inner_->grow(); }
+  std::uint64_t signaled() override { return inner_->signaled(); }
+  void sleep(std::uint64_t v, std::chrono::nanoseconds most) override { inner_->sleep(v, most); }
+  void stop(std::string_view why) override { inner_->stop(why); }
+  Result<edge::Dma> dma(edge::Region region, std::string_view pci_function) override {
+    return inner_->dma(region, pci_function);
+  }
+
+ private:
+  void add(edge::Region r, std::size_t bytes) {
+    std::lock_guard g(count_->mutex);
+    count_->regions[r.id] = bytes;
+    count_->bytes += bytes;
+  }
+
+  std::unique_ptr<edge::Driver> inner_;
+  std::shared_ptr<Count> count_;
+};
+
 struct Source {
   std::string name;
   std::function<std::vector<Target>()> make;
@@ -127,7 +181,20 @@ Target driver_target(std::string name, std::function<edge::Opener<>()> make, std
   t.open = [name, make = std::move(make)](const Wrap& wrap) {
     edge::Opener<> opener = make();
     opener.name = unique(name);
-    return open_or_throw(wrap ? wrap(opener) : opener);
+    // Counted inside the wrap: what a fault-injecting wrapper fails never reaches the driver.
+    auto count = std::make_shared<Counted::Count>();
+    opener.make = [inner = std::move(opener.make), count](volatile std::uint64_t* word)
+        -> Result<std::unique_ptr<edge::Driver>> {
+      auto driver = inner(word);
+      if (!driver) return std::unexpected(driver.error());
+      return std::make_unique<Counted>(std::move(*driver), count);
+    };
+    Opened o = open_or_throw(wrap ? wrap(opener) : opener);
+    o.live_bytes = [count] {
+      std::lock_guard g(count->mutex);
+      return count->bytes;
+    };
+    return o;
   };
   t.name = std::move(name);
   return t;
@@ -173,11 +240,10 @@ std::vector<Target> builtin_targets() {
   out.push_back(fake_target("FAKE/hang_ms=60",
                             "the fake driver with hang_ms 60 whose work runs on its own, as hardware's does",
                             {.hang_ms = 60, .runs_when_asleep = false}, 1, true));
-  // Last: while the core lets a lost device's queued staged copy block staging for good (the
-  // last law), no target after this one would copy through staging.
   out.push_back(fake_target("FAKE/host_addresses=false",
                             "the fake driver whose memory the host does not address (copies stage)",
                             {.host_addresses = false}, 1));
+  out.push_back(memory_io_target());
   return out;
 }
 

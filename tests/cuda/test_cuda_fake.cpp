@@ -162,6 +162,23 @@ TEST_CASE("an absent libcuda makes open and device_count an Error that names the
   CHECK(n.error().starts_with("libcuda is absent"));
 }
 
+TEST_CASE("an opener and device_count given a library load that one, whatever RIG_LIBCUDA names") {
+  const char* fake_path = std::getenv("RIG_LIBCUDA");
+  REQUIRE(fake_path);
+  t::Env env("RIG_LIBCUDA", "/nonexistent/libcuda.so.1");
+  auto n = cuda::device_count(fake_path);
+  REQUIRE(n);
+  CHECK(*n == 2);
+  close_gpus();
+  auto d = open(cuda::opener(1, fake_path));
+  REQUIRE(d);
+  CHECK(d->name() == "CUDA:1");
+  d->close();
+  auto absent = open(cuda::opener(0, "/nonexistent/other/libcuda.so.1"));
+  REQUIRE_FALSE(absent);
+  CHECK(absent.error().starts_with("CUDA:0: libcuda is absent: cannot load /nonexistent/other/libcuda.so.1: "));
+}
+
 TEST_CASE("a libcuda too old is refused: no cuGetProcAddress, or a CUDA version below 12.0") {
   const char* ancient = std::getenv("RIG_FAKE_LIBCUDA_ANCIENT");
   REQUIRE(ancient);

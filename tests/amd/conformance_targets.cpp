@@ -1,0 +1,122 @@
+// conformance_targets.cpp — the AMD driver's target of the conformance suite
+// (docs/conformance.md): the driver of amdgpu/ on the simulator of tests/sim/amd, a gfx1100
+// whose command processors run on threads of their own, as hardware's do.
+//
+// Each device is a simulated GPU of its own, as a machine with many GPUs has: two devices of
+// the target are two GPUs. The laws load conformance_kernels.c, built for gfx1100, as its
+// image.
+#include <rig/rig.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "amd.hpp"
+#include "conformance.hpp"
+#include "pm4.hpp"
+#include "sim.hpp"
+
+extern const unsigned char rig_amd_conformance_kernels[];
+extern const std::size_t rig_amd_conformance_kernels_size;
+
+namespace {
+
+using namespace rig;
+namespace conformance = rig::conformance;
+namespace pm4 = rig::amd::pm4;
+
+// Short enough for the hang laws to take about a second, long enough that a simulator slowed
+// by a loaded machine (the tests run two at a time on two cores) still makes progress within
+// it.
+constexpr int kHangMs = 500;
+
+// A new simulator. rig keeps a device's driver, and with it the seam, after the device
+// closes, so every simulator lives until the process exits.
+sim::amd::Simulator& new_simulator() {
+  static auto* mutex = new std::mutex;
+  static auto* all = new std::vector<std::unique_ptr<sim::amd::Simulator>>;
+  std::lock_guard g(*mutex);
+  return *all->emplace_back(std::make_unique<sim::amd::Simulator>());
+}
+
+// Work of one value that runs at least a given time, as a long kernel would: a WAIT_REG_MEM
+// on COMPUTE:0 for a flag in the device's memory, which a thread raises that long after the
+// value starts, that is once the device's word shows the value before it.
+class SlowWork {
+ public:
+  explicit SlowWork(Device d) : device_(std::move(d)) {}
+
+  Point submit(std::chrono::milliseconds ms) {
+    std::lock_guard g(mutex_);
+    if (!flag_) {
+      flag_ = Buffer::create(device_, 4096);
+      flag_->write<std::uint32_t>([](std::span<std::uint32_t> x) { x[0] = 0; });
+    }
+    // Each slow value waits for a larger flag than the one before, and its thread raises the
+    // flag only after that one's value completed: the flag only rises.
+    const std::uint32_t n = ++raised_;
+    std::vector<std::uint32_t> words(1 + pm4::kWaitRegMemBody);
+    pm4::Pm4(pm4::Gen::Gfx11, words).wait_mem32(flag_->address(), pm4::Compare::GreaterEqual, n);
+    Buffer buffer = Buffer::create(device_, words.size() * 4);
+    buffer.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy(words.begin(), words.end(), x.begin()); });
+    Submission::Part part{"COMPUTE:0", {}, Submission::Words{buffer}};
+    Run run;
+    Point p = rig::submit(Submission::make(device_, std::span(&part, 1), 0, 0), run, {}, {});
+    // The thread keeps the flag's buffer, and so its memory, until it wrote the flag.
+    std::thread([d = device_, flag = *flag_, n, before = p.value() - 1, ms] {
+      const volatile std::uint64_t* word = d.facts().word;
+      while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < before) {
+        if (d.lost()) return;
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      std::this_thread::sleep_for(ms);
+      __atomic_store_n(reinterpret_cast<std::uint32_t*>(*flag.host_address()), n, __ATOMIC_RELEASE);
+    }).detach();
+    return p;
+  }
+
+ private:
+  std::mutex mutex_;
+  Device device_;
+  std::optional<Buffer> flag_;
+  std::uint32_t raised_ = 0;
+};
+
+conformance::Target simulator_target() {
+  const std::string name = "AMD-SIM:gfx1100";
+  conformance::Target t;
+  t.name = name;
+  t.about = fmt::format("the AMD driver on the simulator of tests/sim/amd (a gfx1100 per device, hang_ms {})", kHangMs);
+  t.commit_bound = 1;  // submit rings the doorbells itself (amdgpu/amd.hpp)
+  t.image.assign(reinterpret_cast<const std::byte*>(rig_amd_conformance_kernels),
+                 reinterpret_cast<const std::byte*>(rig_amd_conformance_kernels) + rig_amd_conformance_kernels_size);
+  t.function = "conf_nothing";
+  t.open = [name](const conformance::Wrap& wrap) {
+    sim::amd::Simulator* sim = &new_simulator();
+    rig::amd::Options options;
+    options.hang_ms = kHangMs;
+    // driver_target gives the device a name of its own, counts the memory its driver
+    // allocates, and wraps its opener.
+    conformance::Opened o =
+        conformance::driver_target(name, [sim, options] { return rig::amd::opener(0, *sim, options); }, 1).open(wrap);
+    o.slow = [work = std::make_shared<SlowWork>(o.device)](std::chrono::milliseconds ms) { return work->submit(ms); };
+    return o;
+  };
+  return t;
+}
+
+conformance::Registration amd_targets{"amdgpu", [] {
+  std::vector<conformance::Target> out;
+  out.push_back(simulator_target());
+  return out;
+}};
+
+}  // namespace
