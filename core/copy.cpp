@@ -118,7 +118,8 @@ class Staging {
   Slot* take() {
     {
       std::lock_guard g(mutex_);
-      for (auto& s : slots_) {
+      for (auto& owned : slots_) {
+        Slot& s = *owned;
         if (s.held) continue;
         try {
           if (detail::point_reached(s.point)) return hold(s);
@@ -126,8 +127,8 @@ class Staging {
           s.held = true;  // a lost device's transfer may still write it: never reused
         }
       }
-      for (auto& s : slots_)  // else the one used longest ago, once its work is done
-        if (!s.held) {
+      for (auto& owned : slots_)  // else the one used longest ago, once its work is done
+        if (Slot& s = *owned; !s.held) {
           Point p = Point::from_bits(s.point);
           hold(s);
           mutex_.unlock();
@@ -149,8 +150,18 @@ class Staging {
     if (!memory.host_address())
       own_->state().refuse("copy: its Pinned memory, through which its copies stage, has no host address");
     std::lock_guard g(mutex_);
-    slots_.push_back(Slot{std::move(memory), {}, 0, true});
-    return &slots_.back();
+    slots_.push_back(std::make_unique<Slot>(Slot{std::move(memory), {}, 0, true}));
+    return slots_.back().get();
+  }
+  // Lets every allocation no copy holds go: its memory returns as a freed buffer's does.
+  void release_idle() {
+    std::vector<std::unique_ptr<Slot>> idle;
+    {
+      std::lock_guard g(mutex_);
+      for (auto& s : slots_)
+        if (!s->held) idle.push_back(std::move(s));
+      std::erase(slots_, nullptr);
+    }
   }
   void give_back(Slot* s, Point p) {
     std::lock_guard g(mutex_);
@@ -174,7 +185,7 @@ class Staging {
   }
   std::optional<Device> own_;
   std::mutex mutex_;
-  std::deque<Slot> slots_;  // stable addresses
+  std::deque<std::unique_ptr<Slot>> slots_;  // a copy holds its Slot* across erasures
 };
 
 // The host's staging, and the staging of each live device that maps no host memory.
@@ -202,6 +213,16 @@ std::shared_ptr<Staging> staging_of(const Device& d) {
 }  // namespace
 
 namespace detail {
+void release_idle_staging(const DeviceState& d) {
+  std::shared_ptr<Staging> s;
+  {
+    auto& all = stagings();
+    std::lock_guard g(all.mutex);
+    if (auto it = all.own.find(&d); it != all.own.end()) s = it->second;
+  }
+  if (s) s->release_idle();
+}
+
 // Its memory returns as any lost device's memory does, once no copy holds it.
 void forget_staging(const DeviceState& d) {
   std::shared_ptr<Staging> gone;

@@ -705,6 +705,7 @@ void Device::set_budget(std::size_t bytes) {
 }
 
 void Device::free_cache() {
+  detail::release_idle_staging(*state_);  // staging in its own memory, kept for reuse too
   state_->drain();  // what is due goes to the cache first
   state_->free_cache();
 }

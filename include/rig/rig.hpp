@@ -117,7 +117,9 @@ class Device {
   // Sets the budget, returning cached memory until the device is under it. It never frees
   // live memory: allocations over it raise OutOfMemory.
   void set_budget(std::size_t bytes);
-  // Returns every cached region to the driver (once the device's work on it is done).
+  // Returns every cached region to the driver (once the device's work on it is done), and
+  // the staging allocations of its own memory (a device that maps no host memory) that no
+  // copy holds.
   void free_cache();
 
   // The last value assigned to a submission (0 if none).

@@ -243,6 +243,9 @@ std::vector<Target> builtin_targets() {
   out.push_back(fake_target("FAKE/host_addresses=false",
                             "the fake driver whose memory the host does not address (copies stage)",
                             {.host_addresses = false}, 1));
+  out.push_back(fake_target("FAKE/maps_host=false",
+                            "the fake driver that maps no host memory (copies stage through its Pinned memory)",
+                            {.budget = 256 << 20, .host_addresses = false, .maps_host = false}, 1));
   out.push_back(memory_io_target());
   return out;
 }
