@@ -77,7 +77,4 @@ std::optional<std::string> refuses_memory(const Device&);
 // value if it is not a whole number of MiB of at least 1 MiB (fio's O_DIRECT 1 MiB blocks).
 std::size_t disk_bytes();
 
-// Heap allocations made by this process so far (counted by the replaced operator new).
-std::uint64_t heap_allocations();
-
 }  // namespace rig::bench

@@ -1,24 +1,31 @@
-// Counts the process's heap allocations, so that benches can show that rig's hot path
-// makes none. Replaces the global operator new of the program it is linked into.
+// Replaces the global operator new and delete with counting ones over malloc and free
+// (heap_count.hpp).
+#include "heap_count.hpp"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
 
-#include "bench.hpp"
-
 namespace {
-std::atomic<std::uint64_t> allocations{0};
+
+std::atomic<std::uint64_t> process_allocations{0};
+thread_local std::uint64_t thread_allocations = 0;
 
 void* allocate(std::size_t n, std::size_t align = 0) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
+  process_allocations.fetch_add(1, std::memory_order_relaxed);
+  ++thread_allocations;
   if (n == 0) n = 1;
   void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align)
                                               : std::malloc(n);
   if (!p) throw std::bad_alloc();
   return p;
 }
+
 }  // namespace
+
+std::uint64_t rig::heap_count::process() { return process_allocations.load(std::memory_order_relaxed); }
+std::uint64_t rig::heap_count::this_thread() { return thread_allocations; }
 
 void* operator new(std::size_t n) { return allocate(n); }
 void* operator new[](std::size_t n) { return allocate(n); }
@@ -32,5 +39,3 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-
-std::uint64_t rig::bench::heap_allocations() { return allocations.load(std::memory_order_relaxed); }

@@ -16,6 +16,7 @@
 #include <cstdlib>
 
 #include "bench.hpp"
+#include "heap_count.hpp"
 
 namespace rig::bench {
 namespace {
@@ -98,11 +99,11 @@ Spread time_submits(Device d, const Submission::Part& part, int repeats, std::ui
   if (std::holds_alternative<Submission::Launch>(part.work)) run.groups(s.block(0), 1);
   std::uint64_t allocated = 0, submits = 0;
   auto burst = [&] {
-    const std::uint64_t before = heap_allocations();
+    const std::uint64_t before = heap_count::process();
     const auto t0 = std::chrono::steady_clock::now();
     for (std::uint64_t i = 0; i < kBurst; ++i) rig::submit(s, run, reads, writes);
     const auto t1 = std::chrono::steady_clock::now();
-    allocated += heap_allocations() - before;
+    allocated += heap_count::process() - before;
     submits += kBurst;
     d.wait(d.submitted());
     return double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
@@ -180,9 +181,9 @@ std::vector<Figure> submit(const Options& o) {
   const std::uint64_t n = 1'000'000;
   std::uint64_t submits = 0, allocated = 0;
   Spread rig = measure(o.repeats, n, [&](std::uint64_t k) {
-    std::uint64_t before = heap_allocations();
+    std::uint64_t before = heap_count::process();
     for (std::uint64_t i = 0; i < k; ++i) rig::submit(s, run, reads, writes);
-    allocated += heap_allocations() - before;
+    allocated += heap_count::process() - before;
     submits += k;
   });
   double allocs = double(allocated) / double(submits);

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "heap_count.hpp"
 #include "support.hpp"
 
 using namespace rig;
@@ -59,16 +60,16 @@ int main(int argc, char** argv) {
     Run run;
     for (int i = 0; i < 100; ++i) submit(launch, run, {}, {}).wait();
     std::vector<double> launch_us;
-    t::allocations = 0;
+    std::uint64_t allocated = 0;  // this thread's: libcuda's threads allocate on their own
     for (int i = 0; i < iterations; ++i) {
       auto start = std::chrono::steady_clock::now();
-      t::counting = true;
+      const std::uint64_t before = heap_count::this_thread();
       Point p = submit(launch, run, {}, {});
-      t::counting = false;
+      allocated += heap_count::this_thread() - before;
       p.wait();
       launch_us.push_back(seconds_since(start) * 1e6);
     }
-    const double allocations = double(t::allocations) / iterations;
+    const double allocations = double(allocated) / iterations;
 
     // A graph of 64 empty kernels, launched by a fill.
     const auto& rec = t::record(d);

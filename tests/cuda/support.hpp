@@ -72,8 +72,5 @@ class Env {
   std::optional<std::string> old_;
 };
 
-// Counts heap allocations made by the calling thread while `counting` is true (heap_count.cpp).
-extern thread_local bool counting;
-extern thread_local std::uint64_t allocations;
 
 }  // namespace rig::cuda::test

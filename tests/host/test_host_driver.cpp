@@ -4,6 +4,7 @@
 
 #include "host_driver.hpp"
 #include "host_queue.hpp"
+#include "heap_count.hpp"
 
 #include <doctest/doctest.h>
 #include <rig/edge.hpp>
@@ -27,33 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-// ---------------------------------------------------------------------------------------
-// Every heap allocation of the process goes through these, so a test can count them.
-
-namespace {
-std::atomic<std::uint64_t> heap_allocations{0};
-
-void* counted_alloc(std::size_t n, std::size_t align) {
-  heap_allocations.fetch_add(1, std::memory_order_relaxed);
-  void* p = nullptr;
-  if (posix_memalign(&p, std::max(align, sizeof(void*)), n == 0 ? 1 : n) != 0)
-    throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(std::size_t n) { return counted_alloc(n, __STDCPP_DEFAULT_NEW_ALIGNMENT__); }
-void* operator new[](std::size_t n) { return counted_alloc(n, __STDCPP_DEFAULT_NEW_ALIGNMENT__); }
-void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, std::size_t(a)); }
-void* operator new[](std::size_t n, std::align_val_t a) { return counted_alloc(n, std::size_t(a)); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -724,9 +698,9 @@ TEST_CASE("submit allocates no heap memory after warm-up") {
     return true;
   };
   REQUIRE(run(1, 600));  // more than twice round the ring
-  const std::uint64_t before = heap_allocations.load();
+  const std::uint64_t before = rig::heap_count::process();
   const bool ok = run(601, 2000);
-  const std::uint64_t after = heap_allocations.load();
+  const std::uint64_t after = rig::heap_count::process();
   REQUIRE(ok);
   CHECK(after - before == 0);
   CHECK(call.v == 2000);
@@ -954,9 +928,9 @@ TEST_CASE("a queue that counts allocates no heap memory for values submit does n
     return true;
   };
   REQUIRE(run(1, 600));
-  const std::uint64_t before = heap_allocations.load();
+  const std::uint64_t before = rig::heap_count::process();
   const bool ok = run(601, 2000);
-  const std::uint64_t after = heap_allocations.load();
+  const std::uint64_t after = rig::heap_count::process();
   REQUIRE(ok);
   CHECK(after - before == 0);
 }
