@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "../../host/host_driver.hpp"
+#include "forwarding_driver.hpp"
 #include "law.hpp"
 
 extern const unsigned char rig_conformance_kernels[];
@@ -109,7 +110,7 @@ edge::Opener<> memory_driver_opener() {
 // Mappings of memory the driver does not own (map_host, map_peer) are not counted: rig keeps
 // its staging memory mapped on each device that copied through it. The C functions are the
 // inner driver's own, which rig reaches through the facts' edge.
-class Counted final : public edge::Driver {
+class Counted final : public test::Forwarding {
  public:
   struct Count {
     std::mutex mutex;
@@ -117,44 +118,25 @@ class Counted final : public edge::Driver {
     std::size_t bytes = 0;
   };
   Counted(std::unique_ptr<edge::Driver> inner, std::shared_ptr<Count> count)
-      : inner_(std::move(inner)), count_(std::move(count)) {}
+      : Forwarding(std::move(inner)), count_(std::move(count)) {}
 
-  edge::Facts facts() override { return inner_->facts(); }
   std::optional<edge::Region> alloc(Memory memory, std::size_t bytes) override {
-    auto r = inner_->alloc(memory, bytes);
-    if (r) add(*r, bytes);
+    auto r = Forwarding::alloc(memory, bytes);
+    if (r) {
+      std::lock_guard g(count_->mutex);
+      count_->regions[r->id] = bytes;
+      count_->bytes += bytes;
+    }
     return r;
   }
   void free(edge::Region r) override {
-    inner_->free(r);
+    Forwarding::free(r);
     std::lock_guard g(count_->mutex);
     if (auto it = count_->regions.find(r.id); it != count_->regions.end())
       count_->bytes -= it->second, count_->regions.erase(it);
   }
-  edge::Location locate(edge::Region r) override { return inner_->locate(r); }
-  edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override { return inner_->map_host(host, bytes); }
-  edge::Mapping map_peer(const edge::Location& peer, std::size_t bytes) override {
-    return inner_->map_peer(peer, bytes);
-  }
-  Result<edge::Code> image(std::span<const std::byte> binary) override { return inner_->image(binary); }
-  edge::EntryAnswer entry(edge::ImageId image, std::string_view name) override { return inner_->entry(image, name); }
-  void unload(edge::ImageId image) override { inner_->unload(image); }
-  edge::GrowAnswer grow() override { return inner_->grow(); }
-  std::uint64_t signaled() override { return inner_->signaled(); }
-  void sleep(std::uint64_t v, std::chrono::nanoseconds most) override { inner_->sleep(v, most); }
-  void stop(std::string_view why) override { inner_->stop(why); }
-  Result<edge::Dma> dma(edge::Region region, std::string_view pci_function) override {
-    return inner_->dma(region, pci_function);
-  }
 
  private:
-  void add(edge::Region r, std::size_t bytes) {
-    std::lock_guard g(count_->mutex);
-    count_->regions[r.id] = bytes;
-    count_->bytes += bytes;
-  }
-
-  std::unique_ptr<edge::Driver> inner_;
   std::shared_ptr<Count> count_;
 };
 

@@ -7,6 +7,8 @@
 #include <functional>
 #include <span>
 
+#include "../support/forwarding_driver.hpp"
+
 extern const unsigned char rig_core_kernels[];
 extern const std::size_t rig_core_kernels_size;
 
@@ -42,28 +44,17 @@ inline Submission words(const Device& d) {
 }
 
 // A driver that forwards to another and lets a test change its facts.
-class Twisted : public edge::Driver {
+class Twisted : public Forwarding {
  public:
   Twisted(std::unique_ptr<edge::Driver> inner, std::function<void(edge::Facts&)> twist)
-      : inner_(std::move(inner)), twist_(std::move(twist)) {}
+      : Forwarding(std::move(inner)), twist_(std::move(twist)) {}
   edge::Facts facts() override {
-    auto f = inner_->facts();
+    auto f = Forwarding::facts();
     twist_(f);
     return f;
   }
-  std::optional<edge::Region> alloc(Memory m, std::size_t n) override { return inner_->alloc(m, n); }
-  void free(edge::Region r) override { inner_->free(r); }
-  edge::Location locate(edge::Region r) override { return inner_->locate(r); }
-  Result<edge::Code> image(std::span<const std::byte> b) override { return inner_->image(b); }
-  edge::EntryAnswer entry(edge::ImageId i, std::string_view n) override { return inner_->entry(i, n); }
-  void unload(edge::ImageId i) override { inner_->unload(i); }
-  edge::GrowAnswer grow() override { return inner_->grow(); }
-  std::uint64_t signaled() override { return inner_->signaled(); }
-  void sleep(std::uint64_t v, std::chrono::nanoseconds most) override { inner_->sleep(v, most); }
-  void stop(std::string_view why) override { inner_->stop(why); }
 
  private:
-  std::unique_ptr<edge::Driver> inner_;
   std::function<void(edge::Facts&)> twist_;
 };
 
