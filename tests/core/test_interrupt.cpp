@@ -31,6 +31,11 @@ struct Held {
   std::pair<edge::Opener<>, std::shared_ptr<fake::Control>> made = fake::opener(unique_name(), {.runs_when_asleep = false});
   std::shared_ptr<fake::Control> control = made.second;
   Device device = *open(made.first);
+  // Submits one value of work, which runs once the test steps the device.
+  Point submit_one() {
+    Run run;
+    return submit(test::words(device), run, {}, {});
+  }
 };
 
 // Calls interrupt after `after`, noting when.
@@ -59,9 +64,7 @@ constexpr auto kPromptly = 1000ms;
 
 TEST_CASE("interrupt: a blocked wait raises Interrupted promptly, and the work goes on") {
   Held h;
-  auto s = test::words(h.device);
-  Run run;
-  Point p = submit(s, run, {}, {});
+  Point p = h.submit_one();
   {
     Interrupter i(50ms);
     CHECK_THROWS_WITH_AS(p.wait(), doctest::Contains("the wait for value 1 was interrupted"), Interrupted);
@@ -79,9 +82,7 @@ TEST_CASE("interrupt: a blocked wait raises Interrupted promptly, and the work g
 TEST_CASE("interrupt: a wait that starts after it is not interrupted") {
   Held h;
   interrupt();
-  auto s = test::words(h.device);
-  Run run;
-  Point p = submit(s, run, {}, {});
+  Point p = h.submit_one();
   std::thread stepper([&] {
     std::this_thread::sleep_for(100ms);
     h.control->step();
@@ -94,9 +95,7 @@ TEST_CASE("interrupt: a wait that starts after it is not interrupted") {
 
 TEST_CASE("interrupt: every wait in progress on any thread is interrupted") {
   Held h;
-  auto s = test::words(h.device);
-  Run run;
-  Point p = submit(s, run, {}, {});
+  Point p = h.submit_one();
   std::atomic<int> interrupted{0};
   std::vector<std::thread> waiters;
   for (int i = 0; i < 3; ++i)
@@ -122,9 +121,7 @@ void on_alarm(int) { interrupt(); }
 
 TEST_CASE("interrupt: a signal handler may interrupt a wait") {
   Held h;
-  auto s = test::words(h.device);
-  Run run;
-  Point p = submit(s, run, {}, {});
+  Point p = h.submit_one();
   struct sigaction action {}, before {};
   action.sa_handler = on_alarm;
   sigemptyset(&action.sa_mask);
@@ -165,9 +162,7 @@ TEST_CASE("interrupt: an interrupted host read releases its claim and loses no d
 
 TEST_CASE("interrupt: close interrupted leaves the device open, and a later close finishes") {
   Held h;
-  auto s = test::words(h.device);
-  Run run;
-  submit(s, run, {}, {});
+  h.submit_one();
   {
     Interrupter i(50ms);
     CHECK_THROWS_AS(h.device.close(), Interrupted);
