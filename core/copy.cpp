@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "profile_hooks.hpp"
@@ -98,60 +99,93 @@ std::vector<Piece> pieces(std::span<const Box> boxes, std::size_t most) {
   return out;
 }
 
-// Staging memory: allocations of 32 MiB, each kept with the point of the last transfer
+// Staging memory: allocations of 32 MiB, each kept with the points of the last transfers
 // through it and the borrows of the devices that copied through it. The host's (the
 // staging of every device that maps host memory), or a device's own Pinned memory for a
-// device that maps none.
+// device that maps none. Uploads (bytes the host writes for a device to read) pack one
+// after the other in an allocation no copy holds, without waiting for the transfers of
+// the earlier ones; an allocation a device writes into takes no bytes after them.
 class Staging {
  public:
   struct Slot {
     Buffer memory;
-    std::vector<Buffer> borrows;  // one per device that copied through it: its mapping lives on
-    std::uint64_t point = 0;      // packed: the last transfer through it
+    std::vector<Buffer> borrows;        // one per device that copied through it: its mapping lives on
+    std::vector<std::uint64_t> points;  // packed: per device, the last transfer through it
     bool held = false;
+    std::size_t packed = 0;    // bytes uploads placed from its start; 0: no upload may follow
+    std::uint64_t started = 0; // the take that last placed bytes at its start
   };
 
   // Staging in host memory, or in the Pinned memory of `own`.
   explicit Staging(std::optional<Device> own = std::nullopt) : own_(std::move(own)) {}
 
-  // An allocation no copy holds, whose last transfer is done, or a new one.
+  // An allocation no copy holds, whose transfers are done, else the one whose bytes were
+  // placed from its start longest ago once its transfers are done, else a new one; its
+  // bytes start at its start.
   Slot* take() {
     {
-      std::lock_guard g(mutex_);
+      std::unique_lock g(mutex_);
       for (auto& owned : slots_) {
         Slot& s = *owned;
         if (s.held) continue;
         try {
-          if (detail::point_reached(s.point)) return hold(s);
+          if (done(s)) return start(s);
         } catch (const Lost&) {
           s.held = true;  // a lost device's transfer may still write it: never reused
         }
       }
-      for (auto& owned : slots_)  // else the one used longest ago, once its work is done
-        if (Slot& s = *owned; !s.held) {
-          Point p = Point::from_bits(s.point);
-          hold(s);
-          mutex_.unlock();
-          try {
-            p.wait();
-          } catch (const Lost&) {
-            mutex_.lock();  // abandoned, as above; take a new allocation
-            break;
-          } catch (...) {
-            mutex_.lock();
-            s.held = false;
-            throw;
-          }
-          mutex_.lock();
-          return &s;
+      Slot* oldest = nullptr;
+      for (auto& owned : slots_)
+        if (!owned->held && (!oldest || owned->started < oldest->started)) oldest = owned.get();
+      if (oldest) {
+        std::vector<std::uint64_t> points = oldest->points;
+        oldest->held = true;
+        g.unlock();
+        try {
+          for (auto p : points) Point::from_bits(p).wait();
+        } catch (const Lost&) {
+          return fresh();  // abandoned, as above
+        } catch (...) {
+          g.lock();
+          oldest->held = false;
+          throw;
         }
+        g.lock();
+        return start(*oldest);
+      }
     }
-    Buffer memory = own_ ? Buffer::create(*own_, kStagingBytes, Memory::Pinned) : Buffer::create(host(), kStagingBytes);
-    if (!memory.host_address())
-      own_->state().refuse("copy: its Pinned memory, through which its copies stage, has no host address");
+    return fresh();
+  }
+  // Room for an upload of `bytes` (at most an allocation): after earlier uploads in an
+  // allocation no copy holds where it has room, with no wait; else as take. Gives the
+  // allocation and where the bytes go in it.
+  std::pair<Slot*, std::size_t> take_upload(std::size_t bytes) {
+    {
+      std::lock_guard g(mutex_);
+      for (auto& owned : slots_) {
+        Slot& s = *owned;
+        if (s.held || s.packed == 0) continue;
+        try {
+          if (done(s)) {
+            start(s)->packed = bytes;  // its earlier bytes are read: start again
+            return {&s, 0};
+          }
+        } catch (const Lost&) {
+          s.held = true;
+          continue;
+        }
+        if (s.packed + bytes <= kStagingBytes) {
+          const std::size_t at = s.packed;
+          s.packed += bytes;
+          s.held = true;
+          return {&s, at};
+        }
+      }
+    }
+    Slot* s = take();
     std::lock_guard g(mutex_);
-    slots_.push_back(std::make_unique<Slot>(Slot{std::move(memory), {}, 0, true}));
-    return slots_.back().get();
+    s->packed = bytes;
+    return {s, 0};
   }
   // Lets every allocation no copy holds go: its memory returns as a freed buffer's does.
   void release_idle() {
@@ -163,9 +197,18 @@ class Staging {
       std::erase(slots_, nullptr);
     }
   }
+  // Gives back an allocation taken, with the point of the transfer that last reads or
+  // writes it (a reached point, such as the host's, adds nothing).
   void give_back(Slot* s, Point p) {
     std::lock_guard g(mutex_);
-    s->point = p.bits();
+    if (p.value() != 0) {
+      auto same = std::find_if(s->points.begin(), s->points.end(),
+                               [&](std::uint64_t q) { return detail::index_of(q) == p.index(); });
+      if (same == s->points.end())
+        s->points.push_back(p.bits());
+      else if (detail::value_of(*same) < p.value())
+        *same = p.bits();
+    }
     s->held = false;
   }
   // The slot's memory borrowed on d.
@@ -179,10 +222,30 @@ class Staging {
   }
 
  private:
-  Slot* hold(Slot& s) {
+  // True iff every transfer through s is done; raises Lost for one of a lost device that
+  // never reached it (mutex_ held).
+  static bool done(Slot& s) {
+    for (auto p : s.points)
+      if (!detail::point_reached(p)) return false;
+    s.points.clear();
+    return true;
+  }
+  // Holds s for a copy whose bytes start at its start (mutex_ held).
+  Slot* start(Slot& s) {
     s.held = true;
+    s.packed = 0;
+    s.started = ++takes_;
     return &s;
   }
+  Slot* fresh() {
+    Buffer memory = own_ ? Buffer::create(*own_, kStagingBytes, Memory::Pinned) : Buffer::create(host(), kStagingBytes);
+    if (!memory.host_address())
+      own_->state().refuse("copy: its Pinned memory, through which its copies stage, has no host address");
+    std::lock_guard g(mutex_);
+    slots_.push_back(std::make_unique<Slot>(Slot{std::move(memory), {}, {}, false, 0, 0}));
+    return start(*slots_.back());
+  }
+  std::uint64_t takes_ = 0;
   std::optional<Device> own_;
   std::mutex mutex_;
   std::deque<std::unique_ptr<Slot>> slots_;  // a copy holds its Slot* across erasures
@@ -283,12 +346,18 @@ Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> box
     // A chunk of pieces that fits one staging allocation.
     std::size_t used = 0, j = i;
     while (j < all.size() && used + all[j].width <= kStagingBytes) used += all[j++].width;
-    Staging::Slot* slot = in->take();
+    // An upload packs after earlier ones; bytes a device writes start an allocation.
+    Staging::Slot* slot = nullptr;
+    std::size_t first = 0;  // where the chunk's bytes start in the allocation
+    if (from_host)
+      std::tie(slot, first) = in->take_upload(used);
+    else
+      slot = in->take();
     Staging::Slot* leaving = nullptr;  // out's allocation, where out is not in
     Point moved = host_point();
     try {
       std::vector<Box> into, from;
-      std::size_t at = 0;
+      std::size_t at = first;
       for (std::size_t k = i; k < j; ++k) {
         into.push_back(Box{all[k].src, at, all[k].width, 1, all[k].width, all[k].width});
         from.push_back(Box{at, all[k].dst, all[k].width, 1, all[k].width, all[k].width});
@@ -309,8 +378,8 @@ Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> box
       if (out != in) {  // the host moves the bytes into the writer's own staging
         leaving = out->take();
         moved.wait();
-        std::memcpy(reinterpret_cast<void*>(*leaving->memory.host_address()),
-                    reinterpret_cast<const void*>(*slot->memory.host_address()), used);
+        std::memcpy(reinterpret_cast<void*>(*leaving->memory.host_address() + first),
+                    reinterpret_cast<const void*>(*slot->memory.host_address() + first), used);
         moved = host_point();
         in->give_back(std::exchange(slot, nullptr), moved);
         source = leaving;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <numeric>
 #include <thread>
 
@@ -281,6 +282,45 @@ TEST_CASE("a device that maps no host memory stages its copies through its own P
   }
   // Closed and its buffers gone: its staging memory returned too.
   CHECK(a_control->live_bytes() == 0);
+}
+
+TEST_CASE("uploads through staging pack into one allocation and wait for no earlier transfer") {
+  // A device that stages in its own memory, so the staging it takes shows in its driver's
+  // bytes, and whose work runs only when stepped: an upload that waited for an earlier
+  // one's transfer would block until the test steps it.
+  Vram v({.budget = 256 << 20, .runs_when_asleep = false, .maps_host = false});
+  constexpr int kUploads = 10;
+  constexpr std::size_t kBytes = 1 << 20;
+  std::vector<Buffer> sources, targets;
+  for (int i = 0; i < kUploads; ++i) {
+    sources.push_back(Buffer::create(host(), kBytes));
+    sources.back().fill(std::byte(i + 1));
+    targets.push_back(Buffer::create(v.device, kBytes));
+  }
+  const std::size_t before = v.control->live_bytes();
+  auto uploads = std::async(std::launch::async, [&] {
+    std::vector<Point> points;
+    const Box row[] = {Box::row(kBytes)};
+    for (int i = 0; i < kUploads; ++i)
+      points.push_back(Buffer::submit_copy(sources[std::size_t(i)], targets[std::size_t(i)], row));
+    return points;
+  });
+  const bool returned = uploads.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  CHECK_MESSAGE(returned, "an upload waited for an earlier upload's transfer");
+  CHECK(v.control->live_bytes() - before == (std::size_t(32) << 20));  // one staging allocation
+  // From here the device runs its work as it comes, as hardware would.
+  std::atomic<bool> stop{false};
+  std::thread hardware([&] {
+    while (!stop.load()) {
+      v.control->step();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+  for (auto& p : uploads.get()) p.wait();
+  for (int i = 0; i < kUploads; ++i)
+    CHECK(bytes_of(targets[std::size_t(i)]) == std::vector<std::uint8_t>(kBytes, std::uint8_t(i + 1)));
+  stop = true;
+  hardware.join();
 }
 
 TEST_CASE("fills: the host sets host memory; the copy engine sets a device's, reading none") {
