@@ -257,12 +257,21 @@ std::uint64_t DeviceState::read_word() {
 }
 
 bool DeviceState::reached(std::uint64_t v) {
+  // The word first: a loss's stop may raise it to values never reached, but only after the
+  // loss is marked, so a word read before a look that finds no loss shows real progress.
+  const std::uint64_t w = word();
   if (is_lost.load(std::memory_order_acquire)) {
     if (v <= reached_at_loss) return true;
     throw_lost();
   }
-  if (word() >= v) return true;
-  return own_word && read_word() >= v;
+  if (w >= v) return true;
+  if (!own_word) return false;
+  const std::uint64_t shown = read_word();
+  if (is_lost.load(std::memory_order_acquire)) {  // lost meanwhile: as above
+    if (v <= reached_at_loss) return true;
+    throw_lost();
+  }
+  return shown >= v;
 }
 
 void DeviceState::commit_through(std::uint64_t v) {
