@@ -222,8 +222,8 @@ class Staging {
   }
 
  private:
-  // True iff every transfer through s is done; raises Lost for one of a lost device that
-  // never reached it (mutex_ held).
+  // True iff every transfer through s is done, which it then forgets; raises Lost for one
+  // of a lost device that never reached it (mutex_ held).
   static bool done(Slot& s) {
     for (auto p : s.points)
       if (!detail::point_reached(p)) return false;
