@@ -52,6 +52,9 @@ std::vector<Figure> submit(const Options&);
 std::vector<Figure> roundtrip(const Options&);
 std::vector<Figure> grid(const Options&);
 std::vector<Figure> batch(const Options&);
+// load: Image::load + resolve + unload of the demo's ELF object beside dlopen of it as a
+// shared object (the host device).
+std::vector<Figure> load(const Options&);
 // copy: 256 MiB between host memory and devices' memory; alloc: 64 KiB buffers.
 std::vector<Figure> copy(const Options&);
 std::vector<Figure> alloc(const Options&);

@@ -40,6 +40,7 @@ std::vector<Bench> all_benches() {
       {"roundtrip", bench::roundtrip, bench::refuses_launch},  // the host device
       {"grid", bench::grid, bench::refuses_launch},            // the host device
       {"batch", bench::batch, bench::refuses_launch},          // the host device
+      {"load", bench::load, bench::refuses_launch},            // the host device
       {"copy", bench::copy, bench::refuses_memory},  // host, a memory device and a fake device, or the device
       {"alloc", bench::alloc, bench::refuses_memory},  // the host device, or the device
   };

@@ -71,7 +71,7 @@ unknown = run("bench", "nosuch")
 check("an unknown bench is refused with status 2, naming it and the benches",
       unknown.returncode == 2 and "nosuch" in unknown.stderr and "batch" in unknown.stderr, unknown.stderr)
 bench_names = unknown.stderr.partition("(there are ")[2].rstrip(")\n").split(", ")
-check("the benches are the ones built", bench_names == ["submit", "roundtrip", "grid", "batch", "copy", "alloc"]
+check("the benches are the ones built", bench_names == ["submit", "roundtrip", "grid", "batch", "load", "copy", "alloc"]
       + (["disk"] if with_disk else []), bench_names)
 
 batch = run("bench", "batch", "--json", "--repeats", "1")
@@ -81,6 +81,14 @@ check("bench batch prints one figure, batch", [f.get("name") for f in figures] =
 for f in figures:
     check("the batch figure is well formed, in ns beside a floor", well_formed(f) and f["unit"] == "ns"
           and f["floor"] > 0 and "64" in f["note"], f)
+
+load = run("bench", "load", "--json", "--repeats", "1")
+check("bench load exits 0", load.returncode == 0, load.stderr)
+figures = figures_of(load)
+check("bench load prints one figure, load, beside dlopen of the same kernels",
+      [f.get("name") for f in figures] == ["load"] and all(
+          well_formed(f) and f["unit"] == "ns" and f["value"] > 0 and f["floor"] > 0 and "dlopen" in f["floor_name"]
+          for f in figures), load.stdout)
 
 alloc = run("bench", "alloc", "--device", "MEM-TOOL", "--json", "--repeats", "1")
 check("bench alloc --device MEM-TOOL exits 0", alloc.returncode == 0, alloc.stderr)
