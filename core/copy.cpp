@@ -105,6 +105,10 @@ std::vector<Piece> pieces(std::span<const Box> boxes, std::size_t most) {
 // device that maps none. Uploads (bytes the host writes for a device to read) pack one
 // after the other in an allocation no copy holds, without waiting for the transfers of
 // the earlier ones; an allocation a device writes into takes no bytes after them.
+//
+// With n the most allocations it has had at once, an allocation that no copy took within
+// the last n takes returns when a copy gives one back: copies that run one after another,
+// or a few at a time over and over, keep theirs, and a burst's extra allocations go.
 class Staging {
  public:
   struct Slot {
@@ -114,6 +118,7 @@ class Staging {
     bool held = false;
     std::size_t packed = 0;    // bytes uploads placed from its start; 0: no upload may follow
     std::uint64_t started = 0; // the take that last placed bytes at its start
+    std::uint64_t taken = 0;   // the take that last took it
   };
 
   // Staging in host memory, or in the Pinned memory of `own`.
@@ -178,6 +183,7 @@ class Staging {
           const std::size_t at = s.packed;
           s.packed += bytes;
           s.held = true;
+          s.taken = ++takes_;
           return {&s, at};
         }
       }
@@ -198,8 +204,10 @@ class Staging {
     }
   }
   // Gives back an allocation taken, with the point of the transfer that last reads or
-  // writes it (a reached point, such as the host's, adds nothing).
+  // writes it (a reached point, such as the host's, adds nothing). Returns the allocations
+  // no copy holds that no copy took within the last n takes.
   void give_back(Slot* s, Point p) {
+    std::vector<std::unique_ptr<Slot>> unused;  // freed after the lock: a buffer's drop takes others
     std::lock_guard g(mutex_);
     if (p.value() != 0) {
       auto same = std::find_if(s->points.begin(), s->points.end(),
@@ -210,6 +218,9 @@ class Staging {
         *same = p.bits();
     }
     s->held = false;
+    for (auto& owned : slots_)
+      if (!owned->held && takes_ - owned->taken >= most_) unused.push_back(std::move(owned));
+    std::erase(slots_, nullptr);
   }
   // The slot's memory borrowed on d.
   Buffer on(Slot* s, const Device& d) {
@@ -234,7 +245,7 @@ class Staging {
   Slot* start(Slot& s) {
     s.held = true;
     s.packed = 0;
-    s.started = ++takes_;
+    s.started = s.taken = ++takes_;
     return &s;
   }
   Slot* fresh() {
@@ -242,10 +253,12 @@ class Staging {
     if (!memory.host_address())
       own_->state().refuse("copy: its Pinned memory, through which its copies stage, has no host address");
     std::lock_guard g(mutex_);
-    slots_.push_back(std::make_unique<Slot>(Slot{std::move(memory), {}, {}, false, 0, 0}));
+    slots_.push_back(std::make_unique<Slot>(Slot{std::move(memory), {}, {}, false, 0, 0, 0}));
+    most_ = std::max(most_, slots_.size());
     return start(*slots_.back());
   }
-  std::uint64_t takes_ = 0;
+  std::uint64_t takes_ = 0;  // every take so far: start's and an upload's after others
+  std::size_t most_ = 0;     // n: the most allocations it has had at once
   std::optional<Device> own_;
   std::mutex mutex_;
   std::deque<std::unique_ptr<Slot>> slots_;  // a copy holds its Slot* across erasures
@@ -277,9 +290,10 @@ std::shared_ptr<Staging> staging_of(const Device& d) {
 
 namespace detail {
 void release_idle_staging(const DeviceState& d) {
+  auto& all = stagings();
+  if (d.index == 0) return all.host.release_idle();  // the host device's memory: the host's staging
   std::shared_ptr<Staging> s;
   {
-    auto& all = stagings();
     std::lock_guard g(all.mutex);
     if (auto it = all.own.find(&d); it != all.own.end()) s = it->second;
   }

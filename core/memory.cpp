@@ -139,6 +139,12 @@ void DeviceState::free_cache(std::size_t keep) {
 namespace {
 
 // Waits for every deferred act's points, then runs the acts: reclamation's second round.
+// Runs every device's due returns: memory of one device may be kept by another's, such as
+// the buffers a submission on a device that borrowed it keeps until its work is done.
+void drain_every_device() {
+  for (const auto& other : all_devices()) other->drain();
+}
+
 void wait_for_deferred(DeviceState& d) {
   std::vector<std::uint64_t> points;
   {
@@ -231,9 +237,12 @@ std::optional<Cached> obtain(DeviceState& d, Memory memory, std::size_t bytes) {
   for (int round = 0; round < 4; ++round) {
     if (auto got = driver_alloc(d, memory, bytes)) return got;
     if (round == 0) d.free_cache();       // round 1: return the cache
-    if (round == 1) wait_for_deferred(d); // round 2: wait for work that holds memory
+    if (round == 1) {                     // round 2: return idle staging, wait for work that holds memory
+      detail::release_idle_staging(d);
+      wait_for_deferred(d);
+    }
     if (round == 2) {                     // round 3: return what that freed, and the cache again
-      d.drain();
+      drain_every_device();
       d.free_cache();
     }
   }
@@ -694,6 +703,8 @@ void Device::set_budget(std::size_t bytes) {
   auto& d = *state_;
   d.budget.store(bytes);
   if (d.used.load() > bytes) {
+    detail::release_idle_staging(d);
+    detail::drain_every_device();
     std::size_t over = d.used.load() - bytes;
     std::size_t cached;
     {
@@ -705,8 +716,8 @@ void Device::set_budget(std::size_t bytes) {
 }
 
 void Device::free_cache() {
-  detail::release_idle_staging(*state_);  // staging in its own memory, kept for reuse too
-  state_->drain();  // what is due goes to the cache first
+  detail::release_idle_staging(*state_);  // staging in its memory, kept for reuse too
+  detail::drain_every_device();  // what is due goes to the cache first
   state_->free_cache();
 }
 

@@ -147,7 +147,8 @@ std::shared_ptr<DeviceState> shared_device_at(std::uint16_t index);
 bool point_reached(std::uint64_t bits);
 // Drops the staging memory of a device that maps no host memory once it is lost (copy.cpp).
 void forget_staging(const DeviceState& d);
-// Returns the staging allocations of its own memory that no copy holds (copy.cpp).
+// Returns the staging allocations in its memory that no copy holds: a device's own, or the
+// host's for the host device (copy.cpp).
 void release_idle_staging(const DeviceState& d);
 
 // A device's mapping of memory it does not own, shared by every live borrow of that memory

@@ -323,6 +323,97 @@ TEST_CASE("uploads through staging pack into one allocation and wait for no earl
   hardware.join();
 }
 
+// Steps a device whose work runs only when stepped, as hardware would run it, until dropped.
+class Stepper {
+ public:
+  explicit Stepper(std::shared_ptr<fake::Control> c)
+      : thread_([this, c] {
+          while (!stop_.load()) {
+            c->step();
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+          }
+        }) {}
+  ~Stepper() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST_CASE("staging allocations that no copy took within the last n takes return; the rest stay") {
+  // A device that stages in its own memory (so its staging shows in its driver's bytes)
+  // and runs its work only when stepped.
+  constexpr std::size_t kStaging = std::size_t(32) << 20, kBytes = 1 << 20;
+  Vram v({.budget = 512 << 20, .runs_when_asleep = false, .maps_host = false});
+  Buffer on_v = Buffer::create(v.device, kBytes), back = Buffer::create(host(), kBytes);
+  Buffer source = Buffer::create(host(), kBytes), target = Buffer::create(v.device, kBytes);
+  source.fill(std::byte{7});
+  const std::size_t before = v.control->live_bytes();
+  // Two allocations at once (n = 2): a download holds the first while it waits for the
+  // device's transfer into it, and an upload meanwhile takes a second.
+  auto download = std::async(std::launch::async, [&] { Buffer::copy(on_v, back); });
+  while (v.control->live_bytes() - before < kStaging) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const Box row[] = {Box::row(kBytes)};
+  Point upload = Buffer::submit_copy(source, target, row);
+  CHECK(v.control->live_bytes() - before == 2 * kStaging);
+  {
+    Stepper hardware(v.control);
+    download.get();
+    upload.wait();
+    // Uploads one after another take the second allocation each time: the first, which no
+    // copy took within the last two takes, returns to the device's cache, which serves a
+    // buffer of its size with no new memory from the driver.
+    for (int i = 0; i < 4; ++i) Buffer::copy(source, target);
+    const std::size_t live = v.control->live_bytes();
+    Buffer served = Buffer::create(v.device, kStaging, Memory::Pinned);
+    CHECK(v.control->live_bytes() == live);
+    // The second stays with the staging: another such buffer is new memory.
+    Buffer fresh = Buffer::create(v.device, kStaging, Memory::Pinned);
+    CHECK(v.control->live_bytes() == live + kStaging);
+    // And the copies kept going through it.
+    for (int i = 0; i < 4; ++i) Buffer::copy(source, target);
+    CHECK(v.control->live_bytes() == live + kStaging);
+    CHECK(bytes_of(target) == std::vector<std::uint8_t>(kBytes, 7));
+  }
+}
+
+TEST_CASE("staging no copy holds returns at a set_budget that leaves its device over budget") {
+  constexpr std::size_t kStaging = std::size_t(32) << 20, kBytes = 1 << 20;
+  Vram v({.budget = 256 << 20, .maps_host = false});
+  Buffer source = Buffer::create(host(), kBytes), target = Buffer::create(v.device, kBytes);
+  source.fill(std::byte{3});
+  const std::size_t before = v.control->live_bytes();
+  Buffer::copy(source, target);  // through an allocation of its own staging
+  REQUIRE(v.control->live_bytes() - before == kStaging);
+  const std::size_t budget = v.device.used() - kStaging / 2;
+  v.device.set_budget(budget);
+  CHECK(v.device.used() <= budget);
+  CHECK(v.control->live_bytes() == before);
+  v.device.set_budget(256 << 20);
+  CHECK(bytes_of(target) == std::vector<std::uint8_t>(kBytes, 3));  // staging is made again as it is needed
+  CHECK(v.control->live_bytes() - before == kStaging);
+}
+
+TEST_CASE("the host's free_cache returns the host's staging no copy holds") {
+  // Copies between host memory and a device whose memory the host does not address, but
+  // which maps host memory, stage through the host's staging.
+  constexpr std::size_t kBytes = 1 << 20;
+  Vram v;
+  Buffer source = Buffer::create(host(), kBytes), target = Buffer::create(v.device, kBytes);
+  source.fill(std::byte{5});
+  Buffer::copy(source, target);
+  Buffer::copy(target, source);
+  host().free_cache();
+  const std::size_t used = host().used();
+  Buffer::copy(source, target);  // staging made again
+  CHECK(host().used() >= used + (std::size_t(32) << 20));
+  host().free_cache();
+  CHECK(host().used() == used);
+}
+
 TEST_CASE("fills: the host sets host memory; the copy engine sets a device's, reading none") {
   Buffer h = Buffer::create(host(), 100);
   h.fill(std::byte{0xAB});

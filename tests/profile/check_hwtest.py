@@ -48,9 +48,10 @@ with tempfile.TemporaryDirectory() as tmp:
         doctored = json.loads(measured.stdout)
         for f in doctored:
             if f["name"] == "copy-host-host":
-                f["value"] *= 2      # the baseline copied twice as fast: this run is worse
+                # Far beyond a loaded machine's spread between two runs (3x seen).
+                f["value"] *= 20     # the baseline copied 20 times as fast: this run is worse
             elif f["name"] == "copy-memory-host":
-                f["value"] /= 2      # it copied half as fast: this run is better
+                f["value"] /= 20     # it copied 20 times slower: this run is better
             elif f["name"] == "submit":
                 f["value"] *= 100    # it submitted 100 times slower: better
         path = os.path.join(tmp, "doctored.json")
