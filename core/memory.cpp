@@ -611,11 +611,21 @@ void read(const Buffer& b) {
 }
 
 void release(const Buffer& b) {
-  Allocation& a = *b.allocation();
-  std::lock_guard g(a.lock);
-  if (a.outside && a.readers == 0) return;
-  if (a.readers == 0) a.device->refuse("a release of a read claim never taken");
-  --a.readers;
+  // A consume of memory others still read moved their claims to the new memory.
+  Allocation* a = b.allocation().get();
+  std::shared_ptr<Allocation> next;
+  for (;;) {
+    std::lock_guard g(a->lock);
+    if (!a->successor) {
+      if (a->outside && a->readers == 0) return;
+      if (a->readers == 0) a->device->refuse("a release of a read claim never taken");
+      --a->readers;
+      break;
+    }
+    next = a->successor;
+    a = next.get();
+  }
+  std::lock_guard g(b.allocation()->lock);
   if (b.borrowed() && b.borrowed()->holds > 0) --b.borrowed()->holds;
 }
 
@@ -624,9 +634,15 @@ bool Claims::exclusive(const Buffer& b) const {
   return b.allocation()->exclusive == id();
 }
 
+bool Claims::reads(const Buffer& b) const {
+  return std::any_of(read_.begin(), read_.end(), [&](const Buffer& r) { return r.allocation() == b.allocation(); });
+}
+
 Buffer Claims::consume(std::string_view why, const Buffer& b) {
   Allocation& a = *b.allocation();
-  if (!exclusive(b)) a.device->refuse("consume of memory these claims do not hold exclusive");
+  if (auto reason = b.dead()) a.device->refuse("consume of a dead buffer ({})", *reason);
+  const bool whole = exclusive(b);
+  if (!whole && !reads(b)) a.device->refuse("consume of memory these claims do not hold");
   auto fresh = std::make_shared<Allocation>();
   {
     std::lock_guard g(a.lock);
@@ -638,61 +654,97 @@ Buffer Claims::consume(std::string_view why, const Buffer& b) {
     fresh->handle = a.handle;
     fresh->bytes = a.bytes;
     fresh->memory = a.memory;
-    fresh->access = a.access;
+    // Memory others may still read admits only Read from here on.
+    fresh->access = whole ? a.access : Access::Read;
     fresh->owner = a.owner;
     fresh->host_paged = a.host_paged;
     fresh->no_cache = a.no_cache;
     fresh->handle_only = a.handle_only;
     fresh->last_write = a.last_write;
     fresh->uses = a.uses;
+    if (!whole) {
+      // The read claims, these claims' and others', move to the new memory, and the old
+      // buffers keep it alive while a claim through them may still read it.
+      fresh->readers = std::exchange(a.readers, 0);
+      a.successor = fresh;
+    }
     a.dead = std::string(why);
   }
   return Buffer(std::move(fresh), nullptr, b.offset(), b.length());
 }
 
-void take(std::span<const Buffer> read, std::span<const Buffer> donate, const Claims& claims) {
+namespace {
+
+// Holds every memory of `group` exclusive for `claims` if no claim holds any of them and
+// none is outside the claims; false, taking nothing, otherwise. The memories' locks are
+// taken in one order, so two such calls never wait on each other in a circle.
+bool hold_exclusive(const std::vector<Buffer>& group, const void* claims) {
+  std::vector<Allocation*> memories;
+  for (const auto& b : group) memories.push_back(b.allocation().get());
+  std::sort(memories.begin(), memories.end());
+  memories.erase(std::unique(memories.begin(), memories.end()), memories.end());
+  std::vector<std::unique_lock<detail::SpinLock>> locks;
+  for (auto* a : memories) locks.emplace_back(a->lock);
+  for (auto* a : memories)
+    if (a->outside || a->exclusive || a->readers || a->dead) return false;
+  for (auto* a : memories) a->exclusive = claims;
+  return true;
+}
+
+}  // namespace
+
+void take(std::span<const Buffer> read, std::span<const std::vector<Buffer>> donate, Claims& claims) {
   // Check everything first, so that a refusal takes nothing.
-  for (const auto& b : donate) {
-    Allocation& a = *b.allocation();
-    if (auto why = b.dead()) a.device->refuse("a donation of a dead buffer ({})", *why);
-    std::lock_guard g(a.lock);
-    if (a.outside) a.device->refuse("a donation of memory outside the claims");
-    if (a.exclusive || a.readers) a.device->refuse("a donation of memory another claim holds");
-  }
-  for (std::size_t i = 0; i < donate.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (donate[i].allocation() == donate[j].allocation())
-        donate[i].allocation()->device->refuse("a donation names one memory twice");
-  for (const auto& b : read) {
+  for (const auto& group : donate)
+    for (const auto& b : group)
+      if (auto why = b.dead()) b.allocation()->device->refuse("a donation of a dead buffer ({})", *why);
+  for (const auto& b : read)
     if (auto why = b.dead()) b.allocation()->device->refuse("a claim on a dead buffer ({})", *why);
-    for (const auto& d : donate)
-      if (d.allocation() == b.allocation()) b.allocation()->device->refuse("a memory both read and donated");
-  }
-  for (const auto& b : donate) {
-    std::lock_guard g(b.allocation()->lock);
-    b.allocation()->exclusive = claims.id();
-  }
-  for (std::size_t i = 0; i < read.size(); ++i) {
-    try {
-      claim::read(read[i]);
-    } catch (...) {
-      give_back(read.first(i), donate, claims);
-      throw;
+  for (std::size_t i = 0; i < donate.size(); ++i)
+    for (const auto& b : donate[i]) {
+      for (std::size_t j = 0; j < i; ++j)
+        for (const auto& other : donate[j])
+          if (other.allocation() == b.allocation())
+            b.allocation()->device->refuse("a donation names one memory in two groups ({} and {})", j, i);
+      for (const auto& r : read)
+        if (r.allocation() == b.allocation()) b.allocation()->device->refuse("a memory both read and donated");
     }
+  // Each group whole, or else under read claims only.
+  try {
+    for (const auto& group : donate) {
+      if (hold_exclusive(group, claims.id())) {
+        claims.exclusive_.push_back(&group);
+        continue;
+      }
+      for (const auto& b : group) {
+        claim::read(b);
+        claims.read_.push_back(b);
+      }
+    }
+    for (const auto& b : read) {
+      claim::read(b);
+      claims.read_.push_back(b);
+    }
+  } catch (...) {
+    give_back(claims);
+    throw;
   }
 }
 
-void give_back(std::span<const Buffer> read, std::span<const Buffer> donate, const Claims& claims) noexcept {
-  for (const auto& b : read) {
+void give_back(Claims& claims) noexcept {
+  for (const auto& b : claims.read_) {
     try {
       release(b);
     } catch (...) {
     }
   }
-  for (const auto& b : donate) {
-    std::lock_guard g(b.allocation()->lock);
-    if (b.allocation()->exclusive == claims.id()) b.allocation()->exclusive = nullptr;
-  }
+  claims.read_.clear();
+  for (const auto* group : claims.exclusive_)
+    for (const auto& b : *group) {
+      std::lock_guard g(b.allocation()->lock);
+      if (b.allocation()->exclusive == claims.id()) b.allocation()->exclusive = nullptr;
+    }
+  claims.exclusive_.clear();
 }
 
 }  // namespace claim

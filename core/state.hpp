@@ -197,6 +197,8 @@ struct Allocation {
   int readers = 0;
   const void* exclusive = nullptr;
   bool outside = false;
+  // Where a consume moved the memory while others read it: their releases go there.
+  std::shared_ptr<Allocation> successor;
   // Each borrowing device's mapping of it.
   std::vector<std::weak_ptr<Mapping>> mappings;
 

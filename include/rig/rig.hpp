@@ -381,30 +381,48 @@ namespace claim {
 void read(const Buffer& b);
 // Releases a read claim read took.
 void release(const Buffer& b);
-// The memory a with_ call holds exclusive.
+// The memory a `with` call holds: donation groups it holds exclusive, and memory under its
+// read claims.
 class Claims {
  public:
   // True iff these claims hold b's memory exclusive.
   bool exclusive(const Buffer& b) const;
-  // Consumes b's memory, held exclusive here: every earlier buffer over it is dead with
-  // `why`, and the result is a new buffer over the same bytes with the same stamps.
+  // True iff these claims hold b's memory under a read claim (not exclusive).
+  bool reads(const Buffer& b) const;
+  // b's memory, which these claims hold, as a new buffer over the same bytes with the same
+  // stamps; every earlier buffer over the memory is dead with `why`. The new buffer admits
+  // what the memory admits where these claims hold it exclusive, and only Read where they
+  // hold a read claim, as other claims may still read it. Raises invalid_argument if b is
+  // dead or these claims do not hold its memory.
   Buffer consume(std::string_view why, const Buffer& b);
   const void* id() const { return this; }
+
+  Claims() = default;
+  Claims(const Claims&) = delete;
+  Claims& operator=(const Claims&) = delete;
+
+ private:
+  friend void take(std::span<const Buffer>, std::span<const std::vector<Buffer>>, Claims&);
+  friend void give_back(Claims&) noexcept;
+  std::vector<const std::vector<Buffer>*> exclusive_;  // the groups held exclusive
+  std::vector<Buffer> read_;                           // a read claim each
 };
-void take(std::span<const Buffer> read, std::span<const Buffer> donate, const Claims& claims);
-void give_back(std::span<const Buffer> read, std::span<const Buffer> donate, const Claims& claims) noexcept;
-// Calls f(claims) holding read claims on `read` and each of `donate`'s memories exclusive
-// (none of which another claim holds), then releases them. Raises invalid_argument, taking
-// nothing, if a memory is dead, outside the claims, or held by another claim.
+void take(std::span<const Buffer> read, std::span<const std::vector<Buffer>> donate, Claims& claims);
+void give_back(Claims& claims) noexcept;
+// Calls f(claims) holding a read claim on each of `read`, and each group of `donate`
+// exclusive as a whole where no other claim holds any of its memories and none is outside
+// the claims, else under read claims; then releases them. f asks claims.exclusive(b) which
+// groups it may write over. Raises invalid_argument, taking nothing, if a buffer is dead,
+// a memory is read and donated or in two groups, or another claim holds memory exclusive
+// that this call must read.
 template <class F>
-auto with(std::span<const Buffer> read, std::span<const Buffer> donate, F&& f) {
+auto with(std::span<const Buffer> read, std::span<const std::vector<Buffer>> donate, F&& f) {
   Claims claims;
   take(read, donate, claims);
   struct Release {
-    std::span<const Buffer> read, donate;
     Claims& claims;
-    ~Release() { give_back(read, donate, claims); }
-  } release{read, donate, claims};
+    ~Release() { give_back(claims); }
+  } release{claims};
   return f(claims);
 }
 }  // namespace claim

@@ -204,7 +204,8 @@ TEST_CASE("copies refuse bad input, change no byte, and leave the devices usable
   refuses(a, b, {Box::row(11)}, "does not fit");
   refuses(a, b, {{0, 0, 4, 2, 3, 4}}, "pitch is below its width");
   refuses(a, a.view(2, 4), {Box::row(4)}, "share a byte");
-  claim::with({}, std::span(&b, 1), [&](auto&) { refuses(a, b, {Box::row(4)}, "exclusive", false); });
+  const std::vector<Buffer> donated[] = {{b}};
+  claim::with({}, donated, [&](auto&) { refuses(a, b, {Box::row(4)}, "exclusive", false); });
   Buffer dead = Buffer::of_string("dead");
   dead.free();
   CHECK_THROWS_WITH_AS(Buffer::copy(dead, a.view(0, 4)), doctest::Contains("dead"), std::invalid_argument);
@@ -446,32 +447,105 @@ TEST_CASE("blits copy to and from any memory and refuse ranges outside the buffe
   CHECK_THROWS_AS(d.blit_to(30, back), std::invalid_argument);
 }
 
-TEST_CASE("claims: a donation holds memory exclusive, consume kills every earlier buffer over it") {
-  Buffer a = Buffer::create(host(), 64);
+TEST_CASE("claims: a donation group is held exclusive whole; consume kills every earlier buffer over it") {
+  Buffer a = Buffer::create(host(), 64), other = Buffer::create(host(), 64);
   Buffer view = a.view(0, 8);
   std::optional<Buffer> taken;
-  claim::with({}, std::span(&a, 1), [&](claim::Claims& c) {
+  const std::vector<Buffer> donated[] = {{a, view, other}};  // two memories, one named twice
+  claim::with({}, donated, [&](claim::Claims& c) {
     CHECK(c.exclusive(a));
+    CHECK(c.exclusive(other));
+    CHECK(!c.reads(a));
     CHECK_THROWS_WITH_AS(claim::read(a), doctest::Contains("exclusive"), std::invalid_argument);
     CHECK_THROWS_AS(a.write<std::uint8_t>([](auto) {}), std::invalid_argument);
+    CHECK_THROWS_AS(other.read<std::uint8_t>([](auto) {}), std::invalid_argument);
     taken = c.consume("donated", a);
   });
   CHECK(a.dead() == std::optional<std::string>("donated"));
   CHECK(view.dead() == std::optional<std::string>("donated"));
+  CHECK(!other.dead());
   REQUIRE(taken);
   CHECK(!taken->dead());
+  CHECK(taken->access() == Access::ReadWrite);
   taken->write<std::uint8_t>([](auto b) { b[0] = 9; });
-  // A donation of memory another claim holds, or outside the claims, takes nothing.
-  Buffer b = Buffer::create(host(), 64);
-  claim::read(b);
-  CHECK_THROWS_WITH_AS(claim::with({}, std::span(&b, 1), [](auto&) {}), doctest::Contains("another claim"),
-                       std::invalid_argument);
-  claim::release(b);
+  other.write<std::uint8_t>([](auto b) { b[0] = 1; });  // released with the call
+  CHECK(taken->free());
+  CHECK(other.free());
+}
+
+TEST_CASE("claims: a group another claim or the outside holds is only read, and consumes to Read") {
+  Buffer a = Buffer::create(host(), 64), held = Buffer::create(host(), 64), free = Buffer::create(host(), 64);
   auto storage = std::make_shared<std::vector<std::byte>>(8);
   Buffer outside = Buffer::of_host(*storage, storage);
-  CHECK_THROWS_WITH_AS(claim::with({}, std::span(&outside, 1), [](auto&) {}), doctest::Contains("outside the claims"),
-                       std::invalid_argument);
-  CHECK(b.free());
+  held.write<std::uint8_t>([](auto b) { b[0] = 42; });
+  claim::read(held);  // another claim, for example a host read on another thread
+  const std::vector<Buffer> groups[] = {{a, held}, {free}, {outside}};
+  std::optional<Buffer> consumed, consumed_held;
+  claim::with({}, groups, [&](claim::Claims& c) {
+    // The first group is not taken, not even its memory no claim held; the others are whole.
+    CHECK(!c.exclusive(a));
+    CHECK(!c.exclusive(held));
+    CHECK(c.reads(a));
+    CHECK(c.reads(held));
+    CHECK(c.exclusive(free));
+    CHECK(!c.exclusive(outside));
+    CHECK(c.reads(outside));
+    // Memory under a read claim is read by others too: its consume admits only Read.
+    consumed = c.consume("moved", a);
+    consumed_held = c.consume("moved", held);
+    CHECK(consumed->access() == Access::Read);
+    CHECK_THROWS_WITH_AS(consumed->write<std::uint8_t>([](auto) {}), doctest::Contains("read-only"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(c.consume("again", a), doctest::Contains("dead"), std::invalid_argument);
+  });
+  CHECK(a.dead() == std::optional<std::string>("moved"));
+  consumed_held->read<std::uint8_t>([](auto b) { CHECK(b[0] == 42); });
+  // The other claim, taken through the old buffer, still holds the new memory until released.
+  CHECK(!consumed_held->free());
+  claim::release(held);
+  CHECK(consumed_held->free());
+  CHECK(consumed->free());
+  CHECK(free.free());
+  // Memory these claims do not hold is not theirs to consume.
+  Buffer stranger = Buffer::create(host(), 8);
+  const std::vector<Buffer> none[] = {{Buffer::create(host(), 8)}};
+  CHECK_THROWS_WITH_AS(claim::with({}, none, [&](claim::Claims& c) { return c.consume("x", stranger); }),
+                       doctest::Contains("do not hold"), std::invalid_argument);
+  CHECK(!stranger.dead());
+}
+
+TEST_CASE("claims: bad donations take nothing") {
+  Buffer a = Buffer::create(host(), 64), b = Buffer::create(host(), 64);
+  Buffer dead = Buffer::create(host(), 64);
+  CHECK(dead.free());
+  auto takes_nothing = [&](std::span<const Buffer> read, std::span<const std::vector<Buffer>> donate,
+                           std::string_view why) {
+    CAPTURE(why);
+    CHECK_THROWS_WITH_AS(claim::with(read, donate, [](auto&) { FAIL("f ran"); }),
+                         doctest::Contains(std::string(why).c_str()), std::invalid_argument);
+    // Nothing stays held: a and b donate whole afterwards.
+    const std::vector<Buffer> both[] = {{a, b}};
+    claim::with({}, both, [&](claim::Claims& c) { CHECK((c.exclusive(a) && c.exclusive(b))); });
+  };
+  const std::vector<Buffer> with_dead[] = {{a}, {b, dead}};
+  takes_nothing({}, with_dead, "dead buffer");
+  const std::vector<Buffer> twice[] = {{a}, {b, a.view(1, 2)}};
+  takes_nothing({}, twice, "one memory in two groups (0 and 1)");
+  const std::vector<Buffer> just_b[] = {{b}};
+  const Buffer read_b[] = {b.view(0, 4)};
+  takes_nothing(read_b, just_b, "both read and donated");
+  const Buffer read_dead[] = {dead};
+  takes_nothing(read_dead, {}, "dead buffer");
+  // Memory another call holds exclusive cannot be read for a group that is not whole: the
+  // whole call is refused, and its first group released.
+  const std::vector<Buffer> elsewhere[] = {{b}};
+  claim::with({}, elsewhere, [&](claim::Claims&) {
+    const std::vector<Buffer> groups[] = {{a}, {b}};
+    CHECK_THROWS_WITH_AS(claim::with({}, groups, [](auto&) { FAIL("f ran"); }), doctest::Contains("exclusive"),
+                         std::invalid_argument);
+    const std::vector<Buffer> just_a[] = {{a}};
+    claim::with({}, just_a, [&](claim::Claims& c) { CHECK(c.exclusive(a)); });
+  });
 }
 
 TEST_CASE("export gives host memory for good; other memory is refused") {

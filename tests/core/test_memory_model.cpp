@@ -119,8 +119,11 @@ TEST_CASE("buffers keep every byte where the model says, the budget holds, and m
       Live l = live[i];
       if (!l.buffer.spans() || l.buffer.is_borrowed()) continue;
       try {
-        auto fresh = claim::with({}, std::span(&l.buffer, 1),
-                                 [&](claim::Claims& c) { return c.consume("donated", l.buffer); });
+        const std::vector<Buffer> group[] = {{l.buffer}};
+        auto fresh = claim::with({}, group, [&](claim::Claims& c) {
+          if (!c.exclusive(l.buffer)) throw std::invalid_argument("not donated: another claim holds it");
+          return c.consume("donated", l.buffer);
+        });
         std::erase_if(live, [&](const Live& x) { return x.model == l.model; });
         live.push_back({fresh, l.model, 0});
         ++donations;
