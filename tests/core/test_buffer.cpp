@@ -285,6 +285,26 @@ TEST_CASE("a device that maps no host memory stages its copies through its own P
   CHECK(a_control->live_bytes() == 0);
 }
 
+// Steps a device whose work runs only when stepped, as hardware would run it, until dropped.
+class Stepper {
+ public:
+  explicit Stepper(std::shared_ptr<fake::Control> c)
+      : thread_([this, c] {
+          while (!stop_.load()) {
+            c->step();
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+          }
+        }) {}
+  ~Stepper() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 TEST_CASE("uploads through staging pack into one allocation and wait for no earlier transfer") {
   // A device that stages in its own memory, so the staging it takes shows in its driver's
   // bytes, and whose work runs only when stepped: an upload that waited for an earlier
@@ -310,39 +330,11 @@ TEST_CASE("uploads through staging pack into one allocation and wait for no earl
   CHECK_MESSAGE(returned, "an upload waited for an earlier upload's transfer");
   CHECK(v.control->live_bytes() - before == (std::size_t(32) << 20));  // one staging allocation
   // From here the device runs its work as it comes, as hardware would.
-  std::atomic<bool> stop{false};
-  std::thread hardware([&] {
-    while (!stop.load()) {
-      v.control->step();
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  });
+  Stepper hardware(v.control);
   for (auto& p : uploads.get()) p.wait();
   for (int i = 0; i < kUploads; ++i)
     CHECK(bytes_of(targets[std::size_t(i)]) == std::vector<std::uint8_t>(kBytes, std::uint8_t(i + 1)));
-  stop = true;
-  hardware.join();
 }
-
-// Steps a device whose work runs only when stepped, as hardware would run it, until dropped.
-class Stepper {
- public:
-  explicit Stepper(std::shared_ptr<fake::Control> c)
-      : thread_([this, c] {
-          while (!stop_.load()) {
-            c->step();
-            std::this_thread::sleep_for(std::chrono::microseconds(100));
-          }
-        }) {}
-  ~Stepper() {
-    stop_ = true;
-    thread_.join();
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
 
 TEST_CASE("staging allocations that no copy took within the last n takes return; the rest stay") {
   // A device that stages in its own memory (so its staging shows in its driver's bytes)
