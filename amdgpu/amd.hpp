@@ -8,7 +8,9 @@
 // - Memory: every region is one KFD buffer that the host and the GPU address at the same
 //   address (host_addresses, alignment 4096): Device and Mapped memory are host-visible VRAM
 //   (which needs a resizable BAR on real hardware), Pinned memory is GTT. map_host maps
-//   page-aligned host memory as a userptr at its own address. map_peer maps nothing yet.
+//   page-aligned host memory as a userptr at its own address; a range the process's other
+//   devices on the GPU map already (rig_words, the same host memory) is shared with them,
+//   since the GPU's VM takes it once. map_peer maps nothing yet.
 //   The budget is the VRAM the topology lists.
 // - Queues: "COMPUTE:0" {Words, Fill, Launch}, a PM4 compute queue, and "COPY:0" {Words,
 //   Copy, Fill}, an SDMA queue and the copy engine. Words and fills give packets of the
@@ -67,5 +69,23 @@ Result<std::vector<GpuInfo>> gpus(os::Seam& seam = os::system());
 // it, or its processor is not one the driver builds packets for (gfx11 and gfx12).
 // invalid_argument if an Options size is not a power of two of at least 4 KiB.
 edge::Opener<> opener(int index, os::Seam& seam = os::system(), Options options = {});
+
+// A queue's ring as the driver writes it, for measuring what submissions write: `dwords`
+// dwords at `words`, of which the driver has written `written` in all (the next one goes to
+// words[written % dwords]; SDMA's are counted in dwords too).
+// With it, the kernel-argument area launches write: `kernarg_bytes` bytes at `kernargs`,
+// of which launches have taken `kernargs_taken` in all (a launch's arguments that would
+// straddle its end start again at its start, the bytes skipped counted as taken).
+struct RingView {
+  const std::uint32_t* words = nullptr;
+  std::uint64_t dwords = 0;
+  std::uint64_t written = 0;
+  const std::byte* kernargs = nullptr;
+  std::uint64_t kernarg_bytes = 0, kernargs_taken = 0;
+};
+// The ring of queue `queue` (0: COMPUTE:0, 1: COPY:0) of `driver`, which an opener of this
+// file made; read it between the driver's calls. Error if `driver` is another driver's or
+// it has no such queue.
+Result<RingView> ring_of(edge::Driver& driver, int queue);
 
 }  // namespace rig::amd

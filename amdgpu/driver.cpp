@@ -47,8 +47,6 @@ constexpr std::uint32_t kGttFlags = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_
                                     KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
 constexpr std::uint32_t kUncachedGttFlags = kGttFlags | KFD_IOC_ALLOC_MEM_FLAGS_COHERENT |
                                             KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED;
-constexpr std::uint32_t kUserptrFlags = KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE |
-                                        KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
 
 std::uint64_t round_up(std::uint64_t n, std::uint64_t to) { return (n + to - 1) / to * to; }
 std::uint64_t load(const volatile std::uint64_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
@@ -157,6 +155,12 @@ class Device final : public edge::Driver {
 
   void sleep(std::uint64_t v, std::chrono::nanoseconds most) override;
   void stop(std::string_view why) override;
+
+  RingView ring_view(int queue) const {
+    const Ring& r = queue == 0 ? compute_ : copy_;
+    return {r.words, r.dwords, r.wptr, reinterpret_cast<const std::byte*>(kernargs_.address), kernargs_.bytes,
+            kernarg_pos_};
+  }
 
   static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits);
   static int submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
@@ -269,21 +273,23 @@ KfdResult<Block> Device::make_block(std::uint64_t bytes, std::uint32_t flags) {
   return Block{address, bytes, buffer->handle, false};
 }
 
+// Host memory, mapped for the GPU through a userptr buffer the process's devices on this GPU
+// share (rig_words is mapped by every device, and KFD takes a range once per VM).
 KfdResult<Block> Device::map_user(std::uint64_t host, std::uint64_t bytes) {
-  auto buffer = kfd_.alloc(host, bytes, kUserptrFlags, host);
-  if (!buffer) return std::unexpected(buffer.error());
-  if (auto m = kfd_.map(buffer->handle); !m) {
-    kfd_.free(buffer->handle);
-    return std::unexpected(m.error());
-  }
-  return Block{host, bytes, buffer->handle, true};
+  auto handle = kfd_.map_userptr(host, bytes);
+  if (!handle) return std::unexpected(handle.error());
+  return Block{host, bytes, *handle, true};
 }
 
 void Device::drop_block(Block& b) {
   if (!b.bytes) return;
-  kfd_.unmap(b.handle);
-  if (!b.userptr) seam_.munmap(reinterpret_cast<void*>(b.address), b.bytes);
-  kfd_.free(b.handle);
+  if (b.userptr) {
+    kfd_.unmap_userptr(b.address, b.bytes);
+  } else {
+    kfd_.unmap(b.handle);
+    seam_.munmap(reinterpret_cast<void*>(b.address), b.bytes);
+    kfd_.free(b.handle);
+  }
   b = {};
 }
 
@@ -540,8 +546,12 @@ edge::EntryAnswer Device::entry(edge::ImageId id, std::string_view name) {
   if (t->user_sgprs > pm4::reg::kUserDataCount)
     throw edge::Fault(fmt::format("kernel {} wants {} user SGPRs, more than 16", name, t->user_sgprs));
   for (auto& a : k->args) {
-    if (a.value_kind.starts_with("hidden_")) t->hidden.push_back({a.offset, a.size, hidden_kind(a.value_kind)});
-    else t->explicit_bytes = std::max(t->explicit_bytes, a.offset + a.size);
+    if (a.value_kind.starts_with("hidden_")) {
+      // The launch writes the ones it knows; the rest stay as the zeroed arguments have them.
+      if (Hidden kind = hidden_kind(a.value_kind); kind != Hidden::Zero) t->hidden.push_back({a.offset, a.size, kind});
+    } else {
+      t->explicit_bytes = std::max(t->explicit_bytes, a.offset + a.size);
+    }
   }
   std::snprintf(t->name, sizeof t->name, "%.*s", int(name.size()), name.data());
   // Scratch for all the waves the GPU may run at once, if the kernel has private memory.
@@ -727,16 +737,18 @@ void Device::mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, 
   std::lock_guard g(marks_mutex_);
   auto& m = marks_[mark_count_++ % kMarks];
   m.position = position, m.queue = queue, m.value = v, m.part = part;
-  std::snprintf(m.what, sizeof m.what, "%s", what);
+  const std::size_t n = strnlen(what, sizeof m.what - 1);
+  std::memcpy(m.what, what, n);
+  m.what[n] = 0;
 }
 
 void Device::place_words(Ring& ring, std::span<const std::uint32_t> words, bool sdma) {
   if (sdma) {  // SDMA packets never straddle the ring's end: pad with NOPs (opcode 0) first
     std::uint64_t left = ring.dwords - ring.wptr % ring.dwords;
     if (words.size() > left)
-      for (; left; --left) ring.words[ring.wptr++ % ring.dwords] = sdma::kOpNop;
+      for (; left; --left) ring.words[ring.wptr++ & (ring.dwords - 1)] = sdma::kOpNop;
   }
-  for (auto w : words) ring.words[ring.wptr++ % ring.dwords] = w;
+  for (auto w : words) ring.words[ring.wptr++ & (ring.dwords - 1)] = w;  // rings are powers of two
 }
 
 void Device::launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v) {
@@ -765,8 +777,13 @@ void Device::launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v) {
       case Hidden::DynamicLds: value = l.shared; break;
       case Hidden::Zero: break;
     }
-    if (h.offset + std::min<std::uint32_t>(h.size, 8) <= t.kernarg_bytes)
-      std::memcpy(args + h.offset, &value, std::min<std::uint32_t>(h.size, 8));
+    if (h.offset + std::min<std::uint32_t>(h.size, 8) > t.kernarg_bytes) continue;
+    switch (h.size) {  // the sizes the metadata gives them, stored without a call
+      case 2: std::memcpy(args + h.offset, &value, 2); break;
+      case 4: std::memcpy(args + h.offset, &value, 4); break;
+      case 8: std::memcpy(args + h.offset, &value, 8); break;
+      default: std::memcpy(args + h.offset, &value, std::min<std::uint32_t>(h.size, 8));
+    }
   }
   std::uint64_t packet = at + round_up(t.kernarg_bytes, 64);
   {  // hsa_kernel_dispatch_packet_t: setup, group and grid sizes, segment sizes, object, args
@@ -1109,6 +1126,14 @@ Result<std::vector<GpuInfo>> gpus(os::Seam& seam) {
     out.push_back({int(i), g.arch, g.gpu_id, g.vram_bytes, g.bus()});
   }
   return out;
+}
+
+Result<RingView> ring_of(edge::Driver& driver, int queue) {
+  auto* device = dynamic_cast<Device*>(&driver);
+  if (!device) return std::unexpected(std::string("not a driver of rig's AMD driver"));
+  if (queue != 0 && queue != 1)
+    return std::unexpected(fmt::format("no queue {}: the queues are 0 (COMPUTE:0) and 1 (COPY:0)", queue));
+  return device->ring_view(queue);
 }
 
 edge::Opener<> opener(int index, os::Seam& seam, Options options) {

@@ -9,6 +9,10 @@ namespace rig::amd {
 
 namespace {
 
+// A userptr buffer: host pages the GPU reads and writes.
+constexpr std::uint32_t kUserptrFlags = KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE |
+                                        KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
+
 template <class A>
 KfdResult<void> issue(os::Seam& seam, int fd, unsigned long request, A& args, const char* name) {
   int r = seam.ioctl(fd, request, &args);
@@ -98,6 +102,35 @@ KfdResult<void> Kfd::unmap(std::uint64_t handle) {
 KfdResult<void> Kfd::free(std::uint64_t handle) {
   kfd_ioctl_free_memory_of_gpu_args a{handle};
   return call(AMDKFD_IOC_FREE_MEMORY_OF_GPU, a, "AMDKFD_IOC_FREE_MEMORY_OF_GPU");
+}
+
+KfdResult<std::uint64_t> Kfd::map_userptr(std::uint64_t host, std::uint64_t bytes) {
+  std::lock_guard g(process_->mutex());
+  auto& shared = process_->userptrs()[{gpu_id_, host, bytes}];
+  if (!shared.users) {
+    auto buffer = alloc(host, bytes, kUserptrFlags, host);
+    if (!buffer) {
+      process_->userptrs().erase({gpu_id_, host, bytes});
+      return std::unexpected(buffer.error());
+    }
+    if (auto m = map(buffer->handle); !m) {
+      free(buffer->handle);
+      process_->userptrs().erase({gpu_id_, host, bytes});
+      return std::unexpected(m.error());
+    }
+    shared.handle = buffer->handle;
+  }
+  ++shared.users;
+  return shared.handle;
+}
+
+void Kfd::unmap_userptr(std::uint64_t host, std::uint64_t bytes) {
+  std::lock_guard g(process_->mutex());
+  auto it = process_->userptrs().find({gpu_id_, host, bytes});
+  if (it == process_->userptrs().end() || --it->second.users) return;
+  unmap(it->second.handle);
+  free(it->second.handle);
+  process_->userptrs().erase(it);
 }
 
 KfdResult<kfd_process_device_apertures> Kfd::apertures() {

@@ -14,6 +14,7 @@
 #include <vector>
 #include <span>
 #include <string>
+#include <tuple>
 
 namespace rig::amd {
 
@@ -59,6 +60,17 @@ class KfdProcess {
   std::mutex& mutex() { return mutex_; }
   EventPage& event_page() { return event_page_; }
 
+  // Host pages mapped for a GPU as a userptr buffer, shared by every device of the process
+  // on that GPU (Kfd::map_userptr): the GPU has one VM per process, and KFD refuses a second
+  // buffer over a range that VM maps already (EINVAL), so two devices that both map
+  // rig_words, or the same host memory, share one buffer.
+  struct Userptr {
+    std::uint64_t handle = 0;
+    std::uint32_t users = 0;
+  };
+  // By (gpu_id, host address, bytes); guarded by mutex().
+  std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>, Userptr>& userptrs() { return userptrs_; }
+
  private:
   explicit KfdProcess(os::Seam& seam) : seam_(seam) {}
   os::Seam& seam_;
@@ -67,6 +79,7 @@ class KfdProcess {
   std::mutex mutex_;
   std::map<std::uint32_t, int> renders_;
   EventPage event_page_;
+  std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>, Userptr> userptrs_;
 };
 
 // KFD for one GPU of the process.
@@ -96,6 +109,13 @@ class Kfd {
   KfdResult<void> unmap(std::uint64_t handle);
   KfdResult<void> free(std::uint64_t handle);
   KfdResult<kfd_process_device_apertures> apertures();
+  // `bytes` of page-aligned host memory at `host`, mapped for the GPU at the same address as a
+  // userptr buffer: allocated and mapped by its first user in the process, shared with the
+  // later ones (KfdProcess::userptrs). Gives the buffer's handle; the error of alloc or map
+  // (a range that overlaps another buffer's without being the same is refused by KFD).
+  KfdResult<std::uint64_t> map_userptr(std::uint64_t host, std::uint64_t bytes);
+  // One user of map_userptr's buffer is done: the last unmaps and frees it.
+  void unmap_userptr(std::uint64_t host, std::uint64_t bytes);
 
   // Queues.
   KfdResult<kfd_ioctl_create_queue_args> create_queue(kfd_ioctl_create_queue_args args);

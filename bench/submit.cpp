@@ -3,11 +3,13 @@
 // is measured. The floor is the same driver's room and submit called directly. It also
 // counts the heap allocations per submit, which must be 0.
 //
-// On a device (--device), the same submit on that device's driver: a launch of the empty
-// kernel where the device has one (the host device), else a 64-byte copy part. Only the
-// time in submit counts: the work is waited for, untimed, after each burst of 64 submits.
-// The floor is the same submission on the null driver timed the same way — the core
-// alone — so the ratio is what the device's driver adds.
+// On a device (--device), the same submit on that device's driver: a launch of an empty
+// kernel where the bench has one for the device (the host device; AMD GPUs where the tool
+// carries amd_submit.cpp), else a 64-byte copy part. Only the time in submit counts: the
+// work is waited for, untimed, after each burst of 64 submits. The floor is the same
+// submission on the null driver timed the same way — the core alone — so the ratio is what
+// the device's driver adds. On an AMD GPU it also times the driver's own part of a launch
+// submission beside memcpy of the ring dwords it writes (amd_submit.hpp).
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
@@ -15,10 +17,25 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "amd_submit.hpp"
 #include "bench.hpp"
 #include "heap_count.hpp"
 
 namespace rig::bench {
+
+namespace {
+const AmdLaunches*& registered_amd() {
+  static const AmdLaunches* launches = nullptr;
+  return launches;
+}
+}  // namespace
+
+const AmdLaunches* amd_launches() { return registered_amd(); }
+
+AmdRegistration::AmdRegistration(AmdLaunches launches) {
+  registered_amd() = new AmdLaunches(std::move(launches));  // kept until the process exits
+}
+
 namespace {
 
 // A driver that runs nothing: every value it is given completes at once. Memory is host
@@ -90,7 +107,8 @@ constexpr std::uint64_t kBurst = 64;
 
 // The time in submit alone, per submit, of `n` submits of `part` on `d` (one buffer read,
 // one written): the median over `repeats` repetitions, with the min and max; the heap
-// allocations per submit in `allocs`.
+// allocations per submit in `allocs`, counted on the submitting thread (the device's own
+// threads, such as a simulator's engines, allocate as they run the work).
 Spread time_submits(Device d, const Submission::Part& part, int repeats, std::uint64_t n, double& allocs) {
   auto s = Submission::make(d, std::span(&part, 1), 1, 1);
   Buffer a = Buffer::create(d, 4096), b = Buffer::create(d, 4096);
@@ -99,11 +117,11 @@ Spread time_submits(Device d, const Submission::Part& part, int repeats, std::ui
   if (std::holds_alternative<Submission::Launch>(part.work)) run.groups(s.block(0), 1);
   std::uint64_t allocated = 0, submits = 0;
   auto burst = [&] {
-    const std::uint64_t before = heap_count::process();
+    const std::uint64_t before = heap_count::this_thread();
     const auto t0 = std::chrono::steady_clock::now();
     for (std::uint64_t i = 0; i < kBurst; ++i) rig::submit(s, run, reads, writes);
     const auto t1 = std::chrono::steady_clock::now();
-    allocated += heap_count::process() - before;
+    allocated += heap_count::this_thread() - before;
     submits += kBurst;
     d.wait(d.submitted());
     return double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
@@ -134,25 +152,61 @@ Figure allocations_figure(std::string name, double allocs, std::string note) {
   return f;
 }
 
-// The submit bench on `device`, beside the same submission on the null driver.
+// Whether `device` runs launches, whatever kernel the bench has.
+bool launches(const Device& device) {
+  for (const auto& q : device.queues())
+    if (std::find(q.runs.begin(), q.runs.end(), Kind::Launch) != q.runs.end()) return true;
+  return false;
+}
+
+// The empty kernel the bench launches on `device`, or why it has none (in `why`).
+std::optional<Function> bench_kernel(const Device& device, std::string& why) {
+  const AmdLaunches* amd = amd_launches();
+  if (device.arch().starts_with("gfx")) {
+    if (!amd) {
+      why = fmt::format("this rig carries no kernel for {} ({}): its build compiles one with clang-19 and "
+                        "ld.lld-19, and found none",
+                        device.name(), device.arch());
+      return std::nullopt;
+    }
+    if (auto r = amd->refuses(device)) {
+      why = *r;
+      return std::nullopt;
+    }
+    return amd->kernel(device);
+  }
+  if (auto r = refuses_launch(device)) {
+    why = *r;
+    return std::nullopt;
+  }
+  return empty_kernel(device);
+}
+
+// The submit bench on `device`, beside the same submission on the null driver; on an AMD GPU,
+// the driver's own part of it too.
 std::vector<Figure> submit_on(const Device& device, int repeats) {
   const std::uint64_t n = 200'000;
-  const bool launch = !refuses_launch(device);
+  std::string why;
+  const std::optional<Function> kernel = bench_kernel(device, why);
+  if (!kernel && launches(device))
+    fmt::print(stderr, "rig bench: submit on {} times a copy part, not a launch: {}\n", device.name(), why);
   Device null = open_null();
   double allocs = 0, null_allocs = 0;
-  Spread rig = time_submits(device, bench_part(launch ? std::optional(empty_kernel(device)) : std::nullopt), repeats,
-                            n, allocs);
+  Spread rig = time_submits(device, bench_part(kernel), repeats, n, allocs);
   Spread floor = time_submits(
-      null, bench_part(launch ? Image::load(null, {})->resolve("kernel") : std::nullopt), repeats, n, null_allocs);
+      null, bench_part(kernel ? Image::load(null, {})->resolve("kernel") : std::nullopt), repeats, n, null_allocs);
   null.close();
-  const std::string what = launch ? "one launch part (the empty kernel), two buffer refs, no waits"
-                                  : "one copy part of 64 bytes between two buffers, no waits";
+  const std::string what = kernel ? "one launch part (the empty kernel), two buffer refs, no waits"
+                                  : fmt::format("one copy part of 64 bytes between two buffers, no waits ({})", why);
   std::vector<Figure> out;
   out.push_back(make_figure(on("submit", device), rig, "ns", floor, "the same submit on a null driver (rig's core alone)",
                             fmt::format("{} on {}; the time in submit alone, the work waited for between bursts of {}",
                                         what, device.name(), kBurst)));
   out.push_back(allocations_figure(on("submit-allocations", device), allocs,
-                                   fmt::format("heap allocations per submit on {}", device.name())));
+                                   fmt::format("heap allocations per submit on {}, on the submitting thread",
+                                               device.name())));
+  if (kernel && amd_launches() && !amd_launches()->refuses(device))
+    out.push_back(amd_launches()->driver_part(device, repeats));
   return out;
 }
 

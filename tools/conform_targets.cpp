@@ -1,6 +1,8 @@
 // The conformance targets of this machine's GPUs, for `rig conform`: each AMD GPU through
-// KFD ("AMD:N") and each CUDA GPU through libcuda ("CUDA:N"), as machine.hpp finds them. They carry no image, so
-// the laws of images skip on them; the suite's own programs add the simulators' targets.
+// KFD ("AMD:N"; with RIG_SIM=amd the simulated gfx1100, which every device the laws open
+// shares) and each CUDA GPU through libcuda ("CUDA:N"), as machine.hpp finds them. They carry
+// no image, so the laws of images skip on them; the suite's own programs add the simulators'
+// targets.
 #include <fmt/format.h>
 
 #include "conformance.hpp"
@@ -11,10 +13,8 @@ namespace {
 
 conformance::Registration machine_targets{"machine", [] {
   std::vector<conformance::Target> out;
-  // Not RIG_SIM=amd's one simulator, whose memory the many devices the laws open exhaust:
-  // the suite's own programs run the simulator as AMD-SIM, one per device.
   for (auto& gpu : gpu_openers([](const std::string&) {}))
-    if (!gpu.simulated) out.push_back(conformance::driver_target(gpu.name, gpu.make, gpu.commit_bound, gpu.about));
+    out.push_back(conformance::driver_target(gpu.name, gpu.make, gpu.commit_bound, gpu.about));
   return out;
 }};
 

@@ -37,11 +37,15 @@ std::optional<int> index_after(std::string_view name, std::string_view prefix) {
 #if defined(RIG_HAVE_AMD)
 // The seam AMD GPUs are reached through: the system's, or with RIG_SIM=amd a simulated
 // gfx1100, the same one for every command of the tool.
-os::Seam& amd_seam() {
+sim::amd::Simulator* amd_simulator() {
   if (const char* s = std::getenv("RIG_SIM"); s && std::string_view(s) == "amd") {
     static auto* simulated = new sim::amd::Simulator();  // outlives the devices
-    return *simulated;
+    return simulated;
   }
+  return nullptr;
+}
+os::Seam& amd_seam() {
+  if (auto* simulated = amd_simulator()) return *simulated;
   return os::system();
 }
 #endif
@@ -51,12 +55,16 @@ os::Seam& amd_seam() {
 std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& report) {
   std::vector<Gpu> out;
 #if defined(RIG_HAVE_AMD)
+  const bool simulated = &amd_seam() != &os::system();
   if (auto gpus = amd::gpus(amd_seam()))
     for (const auto& g : *gpus)
-      out.push_back({fmt::format("AMD:{}", g.index), fmt::format("the AMD driver on GPU {} ({}) through KFD", g.index, g.arch),
+      out.push_back({fmt::format("AMD:{}", g.index),
+                     fmt::format("the AMD driver on GPU {} ({}) through KFD{}", g.index, g.arch,
+                                 simulated ? ", simulated (RIG_SIM=amd)" : ""),
                      [i = g.index] { return amd::opener(i, amd_seam()); },
                      1,  // submit rings the doorbells itself (amdgpu/amd.hpp)
-                     &amd_seam() != &os::system()});
+                     simulated ? std::function<void(bool)>([](bool held) { amd_simulator()->hold(held); })
+                               : std::function<void(bool)>()});
 #endif
 #if RIG_TOOL_CUDA
   // Where libcuda is absent or too old, say why and list none.
@@ -64,7 +72,8 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
     for (int i = 0; i < *gpus; ++i)
       out.push_back({fmt::format("CUDA:{}", i), fmt::format("the CUDA driver on GPU {} through libcuda", i),
                      [i] { return rig::cuda::opener(i); },
-                     1});  // CUDA runs what is enqueued: submit always commits (cuda/cuda_driver.hpp)
+                     1,  // CUDA runs what is enqueued: submit always commits (cuda/cuda_driver.hpp)
+                     {}});
   } else {
     report(fmt::format("CUDA: {}", gpus.error()));
   }

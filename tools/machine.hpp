@@ -31,7 +31,9 @@ struct Gpu {
   std::string name, about;
   std::function<edge::Opener<>()> make;
   std::optional<std::uint64_t> commit_bound;
-  bool simulated = false;  // RIG_SIM=amd's simulator rather than hardware
+  // For a simulated GPU, holds (true) or releases its engines, which then take no new
+  // work; empty for a real one.
+  std::function<void(bool)> hold_engines;
 };
 std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& report);
 

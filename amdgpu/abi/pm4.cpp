@@ -20,17 +20,12 @@ void aligned(std::uint64_t address, std::uint64_t to, const char* packet) {
 Pm4::Pm4(Gen gen, std::span<std::uint32_t> out, std::uint64_t start)
     : gen_(gen), out_(out), start_(start) {
   if (out.empty()) throw std::invalid_argument("PM4: no words to write into");
+  at_ = start % out.size();
 }
 
-void Pm4::need(std::uint32_t dwords) const {
-  if (std::uint64_t(written_) + dwords > out_.size())
-    throw std::length_error(fmt::format("PM4: a packet of {} dwords does not fit: {} of {} used",
-                                        dwords, written_, out_.size()));
-}
-
-void Pm4::put(std::uint32_t word) {
-  out_[(start_ + written_) % out_.size()] = word;
-  ++written_;
+void Pm4::no_room(std::uint32_t dwords) const {
+  throw std::length_error(fmt::format("PM4: a packet of {} dwords does not fit: {} of {} used",
+                                      dwords, written_, out_.size()));
 }
 
 void Pm4::no_gfx9(const char* packet) const {
@@ -44,8 +39,11 @@ void Pm4::nop(std::uint32_t dwords) {
     throw std::invalid_argument(fmt::format("PM4 NOP of {} dwords: 1 ..= 16384", dwords));
   need(dwords);
   // A one-dword NOP is the header with count 0x3fff, which the CP reads as "no body".
-  put(dwords == 1 ? kType3 | 0x3fffu << 16 | kNop << 8 | kShaderCompute : header(kNop, dwords - 1));
-  for (std::uint32_t i = 1; i < dwords; ++i) put(0);
+  const std::uint32_t head =
+      dwords == 1 ? kType3 | 0x3fffu << 16 | kNop << 8 | kShaderCompute : header(kNop, dwords - 1);
+  emit(std::span(&head, 1));
+  const std::uint32_t zero = 0;
+  for (std::uint32_t i = 1; i < dwords; ++i) emit(std::span(&zero, 1));
 }
 
 void Pm4::set_sh_reg(std::uint32_t first, std::span<const std::uint32_t> values) {
@@ -53,9 +51,9 @@ void Pm4::set_sh_reg(std::uint32_t first, std::span<const std::uint32_t> values)
     throw std::invalid_argument(fmt::format(
         "PM4 SET_SH_REG of {} registers from {:#x}: outside the SH registers", values.size(), first));
   need(set_sh_reg_size(std::uint32_t(values.size())));
-  put(header(kSetShReg, std::uint32_t(values.size()) + 1));
-  put(first - kShRegStart);
-  for (auto v : values) put(v);
+  const std::uint32_t head[2] = {header(kSetShReg, std::uint32_t(values.size()) + 1), first - kShRegStart};
+  emit(head);
+  emit(values);
 }
 
 void Pm4::dispatch_direct(std::uint32_t x, std::uint32_t y, std::uint32_t z, bool wave32) {
@@ -64,9 +62,10 @@ void Pm4::dispatch_direct(std::uint32_t x, std::uint32_t y, std::uint32_t z, boo
   if (wave32 && gen_ == Gen::Gfx9_4)
     throw std::invalid_argument("PM4 DISPATCH_DIRECT: gfx9.4 has no wave32");
   need(1 + kDispatchDirectBody);
-  put(header(kDispatchDirect, kDispatchDirectBody));
-  put(x), put(y), put(z);
-  put(kInitiatorComputeShaderEn | kInitiatorForceStartAt000 | (wave32 ? kInitiatorCsW32En : 0));
+  const std::uint32_t p[1 + kDispatchDirectBody] = {
+      header(kDispatchDirect, kDispatchDirectBody), x, y, z,
+      kInitiatorComputeShaderEn | kInitiatorForceStartAt000 | (wave32 ? kInitiatorCsW32En : 0)};
+  emit(p);
 }
 
 void Pm4::release_mem(const Release& r) {
@@ -79,13 +78,15 @@ void Pm4::release_mem(const Release& r) {
     if (gen_ == Gen::Gfx11) gcr |= kReleaseGl1Inv | kReleaseGlmWb | kReleaseGlmInv;
   }
   need(1 + kReleaseMemBody);
-  put(header(kReleaseMem, kReleaseMemBody));
-  put(kEventCacheFlushAndInvTs | kEventIndexEndOfPipe << 8 | gcr);
-  // dst_sel 0 (memory controller), int_sel in bits 24..26, data_sel in bits 29..31.
-  put(std::uint32_t(r.int_sel) << 24 | std::uint32_t(r.data_sel) << 29);
-  put(lo(r.address)), put(hi(r.address));
-  put(lo(r.data)), put(hi(r.data));
-  put(r.context);
+  const std::uint32_t p[1 + kReleaseMemBody] = {
+      header(kReleaseMem, kReleaseMemBody),
+      kEventCacheFlushAndInvTs | kEventIndexEndOfPipe << 8 | gcr,
+      // dst_sel 0 (memory controller), int_sel in bits 24..26, data_sel in bits 29..31.
+      std::uint32_t(r.int_sel) << 24 | std::uint32_t(r.data_sel) << 29,
+      lo(r.address), hi(r.address),
+      lo(r.data), hi(r.data),
+      r.context};
+  emit(p);
 }
 
 void Pm4::acquire_mem() {
@@ -94,40 +95,47 @@ void Pm4::acquire_mem() {
                       kAcquireGl2Inv | kAcquireGl2Wb;
   if (gen_ == Gen::Gfx11) gcr |= kAcquireGlmWb | kAcquireGlmInv | kAcquireGl1Inv;
   need(1 + kAcquireMemBody);
-  put(header(kAcquireMem, kAcquireMemBody));
-  put(0);           // reserved
-  put(0xffffffff);  // coher_size: all memory
-  put(0xff);        // coher_size_hi (8 bits)
-  put(0), put(0);   // coher_base
-  put(10);          // poll_interval
-  put(gcr);
+  const std::uint32_t p[1 + kAcquireMemBody] = {
+      header(kAcquireMem, kAcquireMemBody),
+      0,           // reserved
+      0xffffffff,  // coher_size: all memory
+      0xff,        // coher_size_hi (8 bits)
+      0, 0,        // coher_base
+      10,          // poll_interval
+      gcr};
+  emit(p);
 }
 
 void Pm4::cs_partial_flush() {
   need(1 + kEventWriteBody);
-  put(header(kEventWrite, kEventWriteBody));
-  put(kEventCsPartialFlush | kEventIndexCsPartialFlush << 8);
+  const std::uint32_t p[1 + kEventWriteBody] = {header(kEventWrite, kEventWriteBody),
+                                                kEventCsPartialFlush | kEventIndexCsPartialFlush << 8};
+  emit(p);
 }
 
 void Pm4::wait_mem32(std::uint64_t address, Compare compare, std::uint32_t reference, std::uint32_t mask) {
   aligned(address, 4, "WAIT_REG_MEM");
   need(1 + kWaitRegMemBody);
-  put(header(kWaitRegMem, kWaitRegMemBody));
-  put(std::uint32_t(compare) | 1u << 4);  // mem_space 1: memory; operation 0; engine ME
-  put(lo(address)), put(hi(address));
-  put(reference), put(mask);
-  put(4);  // poll_interval
+  const std::uint32_t p[1 + kWaitRegMemBody] = {
+      header(kWaitRegMem, kWaitRegMemBody),
+      std::uint32_t(compare) | 1u << 4,  // mem_space 1: memory; operation 0; engine ME
+      lo(address), hi(address),
+      reference, mask,
+      4};  // poll_interval
+  emit(p);
 }
 
 void Pm4::wait_mem64(std::uint64_t address, Compare compare, std::uint64_t reference, std::uint64_t mask) {
   aligned(address, 8, "WAIT_REG_MEM64");
   need(1 + kWaitRegMem64Body);
-  put(header(kWaitRegMem64, kWaitRegMem64Body));
-  put(std::uint32_t(compare) | 1u << 4);
-  put(lo(address)), put(hi(address));
-  put(lo(reference)), put(hi(reference));
-  put(lo(mask)), put(hi(mask));
-  put(4);
+  const std::uint32_t p[1 + kWaitRegMem64Body] = {
+      header(kWaitRegMem64, kWaitRegMem64Body),
+      std::uint32_t(compare) | 1u << 4,
+      lo(address), hi(address),
+      lo(reference), hi(reference),
+      lo(mask), hi(mask),
+      4};
+  emit(p);
 }
 
 void Pm4::indirect_buffer(std::uint64_t address, std::uint32_t dwords) {
@@ -135,9 +143,9 @@ void Pm4::indirect_buffer(std::uint64_t address, std::uint32_t dwords) {
   if (dwords < 1 || dwords > kIndirectBufferMaxDwords)
     throw std::invalid_argument(fmt::format("PM4 INDIRECT_BUFFER of {} dwords: 1 ..= 2^20 - 1", dwords));
   need(1 + kIndirectBufferBody);
-  put(header(kIndirectBuffer, kIndirectBufferBody));
-  put(lo(address)), put(hi(address));
-  put(dwords | 1u << 23);  // ib_size, valid
+  const std::uint32_t p[1 + kIndirectBufferBody] = {header(kIndirectBuffer, kIndirectBufferBody), lo(address),
+                                                    hi(address), dwords | 1u << 23};  // ib_size, valid
+  emit(p);
 }
 
 void Pm4::write_data(std::uint64_t address, std::span<const std::uint32_t> data) {
@@ -145,10 +153,11 @@ void Pm4::write_data(std::uint64_t address, std::span<const std::uint32_t> data)
   if (data.empty() || data.size() > 0x3ffd)
     throw std::invalid_argument(fmt::format("PM4 WRITE_DATA of {} dwords: 1 ..= 16381", data.size()));
   need(write_data_size(std::uint32_t(data.size())));
-  put(header(kWriteData, std::uint32_t(data.size()) + 3));
-  put(kWriteDstMemory << 8 | 1u << 20);  // dst_sel memory, wr_confirm
-  put(lo(address)), put(hi(address));
-  for (auto d : data) put(d);
+  const std::uint32_t head[4] = {header(kWriteData, std::uint32_t(data.size()) + 3),
+                                 kWriteDstMemory << 8 | 1u << 20,  // dst_sel memory, wr_confirm
+                                 lo(address), hi(address)};
+  emit(head);
+  emit(data);
 }
 
 void Pm4::copy_data(CopySrc source, std::uint64_t source_value, std::uint64_t address, bool bits64) {
@@ -156,10 +165,12 @@ void Pm4::copy_data(CopySrc source, std::uint64_t source_value, std::uint64_t ad
   aligned(address, bits64 ? 8 : 4, "COPY_DATA");
   if (source == CopySrc::Memory) aligned(source_value, bits64 ? 8 : 4, "COPY_DATA");
   need(1 + kCopyDataBody);
-  put(header(kCopyData, kCopyDataBody));
-  put(std::uint32_t(source) | kCopyDstMemory << 8 | (bits64 ? 1u : 0u) << 16 | 1u << 20);
-  put(lo(source_value)), put(hi(source_value));
-  put(lo(address)), put(hi(address));
+  const std::uint32_t p[1 + kCopyDataBody] = {
+      header(kCopyData, kCopyDataBody),
+      std::uint32_t(source) | kCopyDstMemory << 8 | (bits64 ? 1u : 0u) << 16 | 1u << 20,
+      lo(source_value), hi(source_value),
+      lo(address), hi(address)};
+  emit(p);
 }
 
 }  // namespace rig::amd::pm4

@@ -191,13 +191,29 @@ class Pm4 {
   static constexpr std::uint32_t write_data_size(std::uint32_t n) { return 4 + n; }
 
  private:
-  void need(std::uint32_t dwords) const;
-  void put(std::uint32_t word);
+  void need(std::uint32_t dwords) const {
+    if (std::uint64_t(written_) + dwords > out_.size()) no_room(dwords);
+  }
+  [[noreturn]] void no_room(std::uint32_t dwords) const;
+  // Writes `words` (whose room need() checked) at the ring position, a dword at a time: the
+  // packets are a few dwords each, and the ring may end within one.
+  void emit(std::span<const std::uint32_t> words) {
+    std::uint32_t* out = out_.data();
+    std::size_t at = at_;
+    const std::size_t end = out_.size();
+    for (const std::uint32_t w : words) {
+      out[at] = w;
+      if (++at == end) at = 0;
+    }
+    at_ = at;
+    written_ += std::uint32_t(words.size());
+  }
   void no_gfx9(const char* packet) const;
 
   Gen gen_;
   std::span<std::uint32_t> out_;
   std::uint64_t start_;
+  std::size_t at_ = 0;  // (start_ + written_) % out_.size()
   std::uint32_t written_ = 0;
 };
 

@@ -22,11 +22,11 @@ void aligned(std::uint64_t address, std::uint64_t to, const char* packet) {
 
 Sdma::Sdma(std::span<std::uint32_t> ring, std::uint64_t start) : ring_(ring), start_(start) {
   if (ring.empty()) throw std::invalid_argument("SDMA: no ring to write into");
+  at_ = start % ring.size();
 }
 
 std::uint32_t Sdma::cost(std::uint32_t dwords) const {
-  std::uint64_t at = position() % ring_.size();
-  std::uint64_t left = ring_.size() - at;
+  std::uint64_t left = ring_.size() - at_;
   return dwords <= left ? dwords : std::uint32_t(left) + dwords;
 }
 
@@ -39,11 +39,6 @@ void Sdma::begin(std::uint32_t dwords) {
     throw std::length_error(fmt::format("SDMA: a packet of {} dwords does not fit: {} of {} used",
                                         total, written_, ring_.size()));
   for (std::uint32_t pad = total - dwords; pad; --pad) put(op(kOpNop));
-}
-
-void Sdma::put(std::uint32_t word) {
-  ring_[(start_ + written_) % ring_.size()] = word;
-  ++written_;
 }
 
 std::uint32_t Sdma::copy_linear(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {

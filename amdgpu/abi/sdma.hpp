@@ -93,10 +93,16 @@ class Sdma {
 
  private:
   void begin(std::uint32_t dwords);  // pads to the ring's start if the packet would straddle
-  void put(std::uint32_t word);
+  // The next dword, at ring_[at_]: the ring position kept as an index (no division per dword).
+  void put(std::uint32_t word) {
+    ring_[at_] = word;
+    if (++at_ == ring_.size()) at_ = 0;
+    ++written_;
+  }
 
   std::span<std::uint32_t> ring_;
   std::uint64_t start_;
+  std::size_t at_ = 0;  // (start_ + written_) % ring_.size()
   std::uint32_t written_ = 0;
 };
 

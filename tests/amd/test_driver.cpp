@@ -5,6 +5,7 @@
 #include <rig/amd_abi.hpp>
 #include <rig/rig.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -336,6 +337,101 @@ TEST_CASE("closing returns every buffer, queue and event the device made, and it
     CHECK(read_u32(b) == 9);
   }
   CHECK(sim.live_queues() == 0);
+}
+
+TEST_CASE("make opens a new device while another of the same GPU is open, and both run work") {
+  // Both map rig_words for the GPU, whose VM (one per process) takes a range once: the
+  // devices share that mapping, and it goes with the last of them.
+  auto& sim = simulator();
+  auto second = rig::amd::opener(0, sim);
+  second.name = "AMD:0-second";
+  {
+    Opened a(sim);
+    auto b = rig::open(second);
+    REQUIRE_MESSAGE(b, b.error());
+    for (const Device& d : {a.device, *b}) {
+      Buffer out = Buffer::create(d, 4096);
+      auto words = words_buffer(d, pm4_write(out.address(), {d.index()}));
+      Run run;
+      submit(words_part(d, words), run, {}, {}).wait();
+      CHECK(read_u32(out) == d.index());
+    }
+    b->close();
+    // The first device still reaches rig_words: its values complete.
+    Buffer out = Buffer::create(a, 4096);
+    auto words = words_buffer(a, pm4_write(out.address(), {5}));
+    Run run;
+    submit(words_part(a, words), run, {}, {}).wait();
+    CHECK(read_u32(out) == 5);
+  }
+  CHECK(sim.live_queues() == 0);
+  CHECK(sim.live_buffers() == 1);  // the process's event page
+}
+
+TEST_CASE("a GPU opens and closes many times, allocating each time, and keeps nothing of the closed devices") {
+  // More opens than the GPU's memory would allow if a closed device kept any of it, two
+  // devices open at a time, as the conformance laws open them.
+  auto& sim = simulator();
+  auto second = rig::amd::opener(0, sim);
+  second.name = "AMD:0-second";
+  const std::uint64_t opens = sim.config().vram_bytes / (4 << 20) + 16;
+  for (std::uint64_t i = 0; i < opens; ++i) {
+    Opened a(sim);
+    auto b = rig::open(second);
+    REQUIRE_MESSAGE(b, "open ", i, ": ", b.error());
+    for (const Device& d : {a.device, *b}) {
+      Buffer memory = Buffer::create(d, 1 << 20);
+      auto words = words_buffer(d, pm4_write(memory.address(), {std::uint32_t(i)}));
+      Run run;
+      submit(words_part(d, words), run, {}, {}).wait();
+      CHECK(read_u32(memory) == i);
+    }
+    b->close();
+  }
+  CHECK(sim.live_queues() == 0);
+  CHECK(sim.live_events() == 0);
+  CHECK(sim.live_buffers() == 1);  // the process's event page
+}
+
+TEST_CASE("ring_of shows the dwords a submission wrote into a queue's ring, and is an Error for another driver") {
+  auto& sim = simulator();
+  alignas(4096) static volatile std::uint64_t word[512] = {};  // a page of its own
+  auto made = rig::amd::opener(0, sim).make(&word[0]);
+  REQUIRE_MESSAGE(made, made.error());
+  edge::Driver& driver = **made;
+  auto compute = rig::amd::ring_of(driver, 0), copy = rig::amd::ring_of(driver, 1);
+  REQUIRE(compute);
+  REQUIRE(copy);
+  CHECK(compute->dwords == rig::amd::Options{}.compute_ring_bytes / 4);
+  CHECK(copy->dwords == rig::amd::Options{}.copy_ring_bytes / 4);
+  auto region = driver.alloc(Memory::Device, 4096);
+  REQUIRE(region);
+  const std::uint64_t address = *driver.locate(*region).address;
+  const auto words = pm4_write(address, {11});
+  rig_part part{};
+  part.queue = 0;
+  part.kind = RIG_KIND_WORDS;
+  part.work.words = {words.data(), words.size()};
+  void* edge = driver.facts().edge;
+  const auto* table = *static_cast<const rig_driver* const*>(edge);
+  REQUIRE(table->room(edge, &part, 1, 0) == RIG_FITS);
+  const char* failure = nullptr;
+  REQUIRE(table->submit(edge, &part, 1, nullptr, 0, 1, nullptr, &failure) == RIG_COMMITTED);
+  auto after = rig::amd::ring_of(driver, 0);
+  REQUIRE(after);
+  CHECK(after->words == compute->words);
+  std::vector<std::uint32_t> wrote;
+  for (std::uint64_t i = compute->written; i < after->written; ++i) wrote.push_back(after->words[i % after->dwords]);
+  CHECK(std::search(wrote.begin(), wrote.end(), words.begin(), words.end()) != wrote.end());
+  CHECK(rig::amd::ring_of(driver, 1)->written == copy->written);  // no part ran on COPY:0
+  while (__atomic_load_n(&word[0], __ATOMIC_ACQUIRE) < 1) driver.sleep(1, std::chrono::milliseconds(100));
+  CHECK(*reinterpret_cast<const std::uint32_t*>(*driver.locate(*region).host) == 11);
+  CHECK(!rig::amd::ring_of(driver, 2));
+  auto other = fake::opener("FAKE:amd-ring").first.make(&word[8]);
+  REQUIRE(other);
+  CHECK(!rig::amd::ring_of(**other, 0));
+  driver.stop("the test is done");
+  driver.free(*region);
 }
 
 TEST_CASE("map_host maps page-aligned host memory at its own address") {

@@ -104,6 +104,34 @@ check("bench submit --device CPU measures submit on the host device beside the n
 check("a submit on the host device allocates nothing",
       figures.get("submit-allocations@CPU", {}).get("value") == 0, figures.get("submit-allocations@CPU"))
 
+# With RIG_SIM=amd, a rig built with the AMD driver lists a simulated gfx1100 as AMD:0.
+simulated = {"RIG_SIM": "amd"}
+amd_devices = run("devices", "--json", env=simulated)
+try:
+    amd_listed = any(d.get("name") == "AMD:0" for d in json.loads(amd_devices.stdout or "[]"))
+except ValueError:
+    amd_listed = False
+if amd_listed:
+    on_amd = run("bench", "submit", "--device", "AMD:0", "--json", "--repeats", "1", env=simulated)
+    figures = {f.get("name"): f for f in figures_of(on_amd)}
+    submit_amd = figures.get("submit@AMD:0", {})
+    check("bench submit --device AMD:0 measures submit on the simulated GPU beside the null driver",
+          on_amd.returncode == 0 and well_formed(submit_amd) and submit_amd["floor"] > 0,
+          on_amd.stdout + on_amd.stderr)
+    if "carries no kernel" in on_amd.stderr:
+        check("without its AMD kernel, bench submit --device AMD:0 says why and times a copy part",
+              "clang-19" in on_amd.stderr and "copy part" in submit_amd.get("note", "")
+              and "submit-driver@AMD:0" not in figures, on_amd.stdout + on_amd.stderr)
+    else:
+        driver = figures.get("submit-driver@AMD:0", {})
+        check("bench submit --device AMD:0 launches the empty kernel",
+              "launch part" in submit_amd.get("note", ""), submit_amd)
+        check("bench submit --device AMD:0 times the driver's part of a launch beside memcpy of its ring dwords",
+              well_formed(driver) and driver["unit"] == "ns" and driver["floor"] > 0
+              and driver["floor_name"].startswith("memcpy") and "room + submit" in driver["note"], driver)
+else:
+    print("skip bench submit --device AMD:0: this rig is built without the AMD driver")
+
 nodevice = run("bench", "alloc", "--device", "NOSUCH:7")
 check("an unknown device is refused with status 2, naming it and the devices there are",
       nodevice.returncode == 2 and "NOSUCH:7" in nodevice.stderr and "CPU" in nodevice.stderr

@@ -723,8 +723,12 @@ void Queue::run() {
   auto* bell = reinterpret_cast<volatile std::uint64_t*>(sim.doorbells) + doorbell;
   Backoff backoff;
   while (!stop) {
+    if (faulted || sim.held) {  // a held engine reads nothing, its doorbell included
+      backoff.pause();
+      continue;
+    }
     std::uint64_t wptr = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
-    if (faulted || sim.held || wptr == rptr) {
+    if (wptr == rptr) {
       backoff.pause();
       continue;
     }
