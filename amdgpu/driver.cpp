@@ -67,6 +67,25 @@ struct HiddenArg {
 };
 
 // What submit reads to launch a kernel (rig_launch.launch).
+// A launch's packets and kernel arguments as built for the last launch of its function in
+// another geometry: a launch of the same geometry copies them, patching what differs from
+// launch to launch (the user SGPRs: the kernel arguments' and dispatch packet's addresses,
+// the dispatch id; the parameters; the dispatch packet's kernel-argument address).
+struct BuiltLaunch {
+  bool valid = false;
+  std::array<std::uint32_t, 3> groups{}, threads{};
+  std::uint32_t shared = 0;
+  std::uint64_t scratch_address = 0, scratch_bytes = 0;  // the scratch they program
+  std::vector<std::uint32_t> packets;
+  std::uint32_t user_at = 0;  // where the user SGPRs' values start in packets
+  std::vector<std::byte> kernargs;
+
+  bool same(const rig_launch& l, std::uint64_t scratch_at, std::uint64_t scratch_size) const {
+    return valid && shared == l.shared && scratch_address == scratch_at && scratch_bytes == scratch_size &&
+           std::equal(groups.begin(), groups.end(), l.groups) && std::equal(threads.begin(), threads.end(), l.threads);
+  }
+};
+
 struct LaunchTemplate {
   std::uint64_t code = 0;        // the kernel's first instruction
   std::uint64_t descriptor = 0;  // the kernel descriptor's address (HSA kernel_object)
@@ -80,6 +99,9 @@ struct LaunchTemplate {
   bool wave32 = true;
   std::vector<HiddenArg> hidden;
   char name[48] = {};
+  // Launches of it are submitted one at a time (rig's turn on the device), so the one that
+  // builds this is the one that reads it.
+  mutable BuiltLaunch built;
 };
 
 // A KFD buffer mapped for the host and the GPU at one address.
@@ -184,6 +206,12 @@ class Device final : public edge::Driver {
   Plan plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
   bool runs(const rig_part& p) const;
   void launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v);
+  // Builds t.built for launches of l's geometry on the scratch there is now.
+  void build_launch(const LaunchTemplate& t, const rig_launch& l);
+  // A launch's user SGPRs, given its kernel arguments' and dispatch packet's addresses.
+  std::array<std::uint32_t, 16> user_sgprs(const LaunchTemplate& t, std::uint64_t kernargs, std::uint64_t packet,
+                                           std::uint64_t v) const;
+  bool uses_scratch(const LaunchTemplate& t) const;
   void copy(sdma::Sdma& ps, const rig_copy& c);
   void place_words(Ring& ring, std::span<const std::uint32_t> words, bool sdma);
   void mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what);
@@ -753,17 +781,63 @@ void Device::place_words(Ring& ring, std::span<const std::uint32_t> words, bool 
 
 void Device::launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v) {
   const auto& t = *static_cast<const LaunchTemplate*>(l.launch);
+  BuiltLaunch& b = t.built;
+  if (!b.same(l, scratch_.address, scratch_.bytes)) build_launch(t, l);
   // The kernel arguments: the launch's parameters, then the hidden arguments, then an HSA
   // dispatch packet for kernels that read one (dispatch_ptr).
-  std::uint64_t bytes = round_up(t.kernarg_bytes, 64) + 64;
+  const std::uint64_t bytes = b.kernargs.size();
   if (kernarg_pos_ % kernargs_.bytes + bytes > kernargs_.bytes)
     kernarg_pos_ += kernargs_.bytes - kernarg_pos_ % kernargs_.bytes;
-  std::uint64_t at = kernargs_.address + kernarg_pos_ % kernargs_.bytes;
+  const std::uint64_t at = kernargs_.address + kernarg_pos_ % kernargs_.bytes;
   kernarg_pos_ += bytes;
   auto* args = reinterpret_cast<std::byte*>(at);
-  std::memset(args, 0, bytes);
-  std::memcpy(args, l.params, std::min<std::uint64_t>(l.param_bytes, t.kernarg_bytes));
+  std::memcpy(args, b.kernargs.data(), bytes);
+  // rig gives at most the explicit arguments' bytes (the entry's parameter bytes).
+  std::memcpy(args, l.params, std::min<std::uint64_t>(l.param_bytes, t.explicit_bytes));
+  const std::uint64_t packet = at + round_up(t.kernarg_bytes, 64);
+  std::memcpy(reinterpret_cast<std::byte*>(packet) + 40, &at, 8);
+  const auto user = user_sgprs(t, at, packet, v);
+  std::copy_n(user.data(), t.user_sgprs, b.packets.data() + b.user_at);
+  pc.packets(b.packets);
+}
+
+std::array<std::uint32_t, 16> Device::user_sgprs(const LaunchTemplate& t, std::uint64_t kernargs,
+                                                 std::uint64_t packet, std::uint64_t v) const {
+  // In the order the descriptor's properties list them.
+  std::array<std::uint32_t, 16> user{};
+  std::uint32_t n = 0;
+  auto put64 = [&](std::uint64_t x) {
+    if (n + 2 <= user.size()) user[n] = std::uint32_t(x), user[n + 1] = std::uint32_t(x >> 32);
+    n += 2;
+  };
+  using KD = KernelDescriptor;
+  const bool scratch = uses_scratch(t);
+  if (t.properties & KD::kPrivateSegmentBuffer) {  // a buffer resource over the scratch
+    std::uint64_t base = scratch ? scratch_.address : 0;
+    std::array<std::uint32_t, 4> rsrc{std::uint32_t(base), std::uint32_t(base >> 32) | 1u << 31, 0xffffffffu, 0x20c14000u};
+    for (auto w : rsrc)
+      if (n < user.size()) user[n++] = w;
+  }
+  if (t.properties & KD::kDispatchPtr) put64(packet);
+  if (t.properties & KD::kQueuePtr) put64(0);  // no amd_queue_t: kernels that read it are not supported
+  if (t.properties & KD::kKernargSegmentPtr) put64(kernargs);
+  if (t.properties & KD::kDispatchId) put64(v);
+  if (t.properties & KD::kFlatScratchInit) put64(scratch ? scratch_.address : 0);
+  if (t.properties & KD::kPrivateSegmentSize && n < user.size()) user[n++] = t.private_segment;
+  return user;
+}
+
+bool Device::uses_scratch(const LaunchTemplate& t) const {
+  return scratch_.bytes && (t.private_segment || (t.properties & KernelDescriptor::kUsesDynamicStack));
+}
+
+void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
+  BuiltLaunch& b = t.built;
+  b.valid = false;
   std::uint32_t dims = l.groups[2] > 1 || l.threads[2] > 1 ? 3 : l.groups[1] > 1 || l.threads[1] > 1 ? 2 : 1;
+  // The kernel arguments but for the parameters and the dispatch packet's kernarg address.
+  b.kernargs.assign(round_up(t.kernarg_bytes, 64) + 64, std::byte{0});
+  std::byte* args = b.kernargs.data();
   for (auto& h : t.hidden) {
     std::uint64_t value = 0;
     switch (h.kind) {
@@ -778,16 +852,10 @@ void Device::launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v) {
       case Hidden::Zero: break;
     }
     if (h.offset + std::min<std::uint32_t>(h.size, 8) > t.kernarg_bytes) continue;
-    switch (h.size) {  // the sizes the metadata gives them, stored without a call
-      case 2: std::memcpy(args + h.offset, &value, 2); break;
-      case 4: std::memcpy(args + h.offset, &value, 4); break;
-      case 8: std::memcpy(args + h.offset, &value, 8); break;
-      default: std::memcpy(args + h.offset, &value, std::min<std::uint32_t>(h.size, 8));
-    }
+    std::memcpy(args + h.offset, &value, std::min<std::uint32_t>(h.size, 8));
   }
-  std::uint64_t packet = at + round_up(t.kernarg_bytes, 64);
-  {  // hsa_kernel_dispatch_packet_t: setup, group and grid sizes, segment sizes, object, args
-    auto* p = reinterpret_cast<std::byte*>(packet);
+  {  // hsa_kernel_dispatch_packet_t: setup, group and grid sizes, segment sizes, object
+    std::byte* p = args + round_up(t.kernarg_bytes, 64);
     std::uint16_t setup = std::uint16_t(dims);
     std::uint16_t group[3] = {std::uint16_t(l.threads[0]), std::uint16_t(l.threads[1]), std::uint16_t(l.threads[2])};
     std::uint32_t grid[3] = {l.groups[0] * l.threads[0], l.groups[1] * l.threads[1], l.groups[2] * l.threads[2]};
@@ -797,29 +865,9 @@ void Device::launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v) {
     std::memcpy(p + 12, grid, 12);
     std::memcpy(p + 24, segments, 8);
     std::memcpy(p + 32, &t.descriptor, 8);
-    std::memcpy(p + 40, &at, 8);
   }
-  // User SGPRs, in the order the descriptor's properties list them.
-  std::array<std::uint32_t, 16> user{};
-  std::uint32_t n = 0;
-  auto put64 = [&](std::uint64_t x) {
-    if (n + 2 <= user.size()) user[n] = std::uint32_t(x), user[n + 1] = std::uint32_t(x >> 32);
-    n += 2;
-  };
-  using KD = KernelDescriptor;
-  bool scratch = scratch_.bytes && (t.private_segment || (t.properties & KD::kUsesDynamicStack));
-  if (t.properties & KD::kPrivateSegmentBuffer) {  // a buffer resource over the scratch
-    std::uint64_t base = scratch ? scratch_.address : 0;
-    std::array<std::uint32_t, 4> rsrc{std::uint32_t(base), std::uint32_t(base >> 32) | 1u << 31, 0xffffffffu, 0x20c14000u};
-    for (auto w : rsrc)
-      if (n < user.size()) user[n++] = w;
-  }
-  if (t.properties & KD::kDispatchPtr) put64(packet);
-  if (t.properties & KD::kQueuePtr) put64(0);  // no amd_queue_t: kernels that read it are not supported
-  if (t.properties & KD::kKernargSegmentPtr) put64(at);
-  if (t.properties & KD::kDispatchId) put64(v);
-  if (t.properties & KD::kFlatScratchInit) put64(scratch ? scratch_.address : 0);
-  if (t.properties & KD::kPrivateSegmentSize && n < user.size()) user[n++] = t.private_segment;
+  // The packets, their user SGPRs to be patched per launch.
+  const bool scratch = uses_scratch(t);
   std::uint32_t lds = (t.group_segment + l.shared + kLdsGranule - 1) / kLdsGranule;
   std::uint32_t rsrc2 = (t.rsrc2 & ~(0x1ffu << 15)) | (lds & 0x1ff) << 15;
   std::uint32_t tmpring = 0;
@@ -832,19 +880,30 @@ void Device::launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v) {
   std::uint32_t rsrc12[2] = {t.rsrc1, rsrc2};
   std::uint32_t zero3[3] = {0, 0, 0};
   std::uint32_t start_threads[6] = {0, 0, 0, l.threads[0], l.threads[1], l.threads[2]};
+  std::uint32_t scratch_base[2] = {std::uint32_t((scratch ? scratch_.address : 0) >> 8),
+                                   std::uint32_t((scratch ? scratch_.address : 0) >> 40)};
+  std::array<std::uint32_t, kLaunchDwords> words{};
+  pm4::Pm4 pc(gen_, words);
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_LO, pgm);
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC1, rsrc12);
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC3, t.rsrc3);
   pc.set_sh_reg(pm4::reg::COMPUTE_TMPRING_SIZE, tmpring);
-  std::uint32_t scratch_base[2] = {std::uint32_t((scratch ? scratch_.address : 0) >> 8),
-                                   std::uint32_t((scratch ? scratch_.address : 0) >> 40)};
   pc.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_base);
   pc.set_sh_reg(pm4::reg::COMPUTE_RESTART_X, zero3);
+  const std::uint32_t user_at = pc.size() + 2;  // past the SET_SH_REG's header and register
+  const auto user = user_sgprs(t, 0, 0, 0);  // patched per launch
   if (t.user_sgprs) pc.set_sh_reg(pm4::reg::COMPUTE_USER_DATA_0, std::span(user).first(t.user_sgprs));
   pc.set_sh_reg(pm4::reg::COMPUTE_RESOURCE_LIMITS, 0);
   pc.set_sh_reg(pm4::reg::COMPUTE_START_X, start_threads);
   pc.dispatch_direct(l.groups[0], l.groups[1], l.groups[2], t.wave32);
   pc.cs_partial_flush();  // the next part starts once this dispatch has completed
+  b.packets.assign(words.begin(), words.begin() + pc.size());
+  b.user_at = user_at;
+  std::copy_n(l.groups, 3, b.groups.begin());
+  std::copy_n(l.threads, 3, b.threads.begin());
+  b.shared = l.shared;
+  b.scratch_address = scratch_.address, b.scratch_bytes = scratch_.bytes;
+  b.valid = true;
 }
 
 void Device::copy(sdma::Sdma& ps, const rig_copy& c) {

@@ -17,6 +17,7 @@
 // std::invalid_argument ("not built yet").
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
@@ -186,6 +187,13 @@ class Pm4 {
   // with write confirmation.
   void copy_data(CopySrc source, std::uint64_t source_value, std::uint64_t address, bool bits64);
 
+  // Packets encoded before, such as a launch's that a later launch repeats (their fields
+  // were checked when they were built), copied as they are.
+  void packets(std::span<const std::uint32_t> words) {
+    need(std::uint32_t(words.size()));
+    emit(words);
+  }
+
   // Dwords of a SET_SH_REG of n registers, of a NOP body, of a WRITE_DATA of n dwords.
   static constexpr std::uint32_t set_sh_reg_size(std::uint32_t n) { return 2 + n; }
   static constexpr std::uint32_t write_data_size(std::uint32_t n) { return 4 + n; }
@@ -195,17 +203,14 @@ class Pm4 {
     if (std::uint64_t(written_) + dwords > out_.size()) no_room(dwords);
   }
   [[noreturn]] void no_room(std::uint32_t dwords) const;
-  // Writes `words` (whose room need() checked) at the ring position, a dword at a time: the
-  // packets are a few dwords each, and the ring may end within one.
+  // Writes `words` (whose room need() checked) at the ring position, in at most two pieces:
+  // the ring may end within them.
   void emit(std::span<const std::uint32_t> words) {
-    std::uint32_t* out = out_.data();
-    std::size_t at = at_;
-    const std::size_t end = out_.size();
-    for (const std::uint32_t w : words) {
-      out[at] = w;
-      if (++at == end) at = 0;
-    }
-    at_ = at;
+    const std::size_t end = out_.size(), first = std::min(words.size(), end - at_);
+    std::copy_n(words.data(), first, out_.data() + at_);
+    std::copy_n(words.data() + first, words.size() - first, out_.data());
+    at_ += words.size();  // need() bounds it by the ring's size
+    if (at_ >= end) at_ -= end;
     written_ += std::uint32_t(words.size());
   }
   void no_gfx9(const char* packet) const;

@@ -73,6 +73,40 @@ TEST_CASE("vector_add on the simulated GPU gives the host device's results") {
   CHECK(sim.faults().empty());
 }
 
+TEST_CASE("launches that repeat a geometry or change it each get their own grid, arguments and buffers") {
+  // The driver builds a function's packets and kernel arguments for a geometry once and
+  // patches them per launch: every launch must still see its own parameters and grid.
+  auto& sim = simulator();
+  Opened gpu(sim);
+  Function f = resolve(gpu, gpu_kernels(), "vector_add");
+  auto s = launch_part(gpu, f, 28, {0, 8, 16}, 2, 1);
+  const std::pair<std::uint32_t, std::uint32_t> geometries[] = {{64, 16}, {64, 16}, {128, 8}, {32, 40}, {64, 16}, {128, 8}};
+  std::uint32_t k = 0;
+  for (auto [threads, groups] : geometries) {
+    CAPTURE(threads);
+    CAPTURE(groups);
+    const std::uint32_t n = threads * groups - 5 - k;  // the last group partly idle, n new each time
+    std::vector<float> a(n), b(n);
+    for (std::uint32_t i = 0; i < n; ++i) a[i] = float(i + k), b[i] = float(3 * k) - float(i) * 0.5f;
+    Buffer c = filled(gpu, std::vector<float>(n + 8, -1.0f));
+    Run run;
+    auto block = s.block(0);
+    run.groups(block, groups);
+    run.threads(block, threads);
+    run.set(block, 24, n);
+    Buffer reads[] = {filled(gpu, a), filled(gpu, b)}, writes[] = {c};
+    submit(s, run, reads, writes).wait();
+    auto got = contents<float>(c);
+    bool right = true;
+    for (std::uint32_t i = 0; i < n; ++i) right = right && got[i] == a[i] + b[i];
+    CHECK(right);
+    CHECK(got[n] == -1.0f);
+    ++k;
+  }
+  CHECK(sim.dispatches() == std::size(geometries));
+  CHECK(sim.faults().empty());
+}
+
 TEST_CASE("saxpy on the simulated GPU gives the host device's results, fused multiply-add and all") {
   auto& sim = simulator();
   Opened gpu(sim);
