@@ -25,13 +25,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 rig, hwtest = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-failures = []
-
-
-def check(name, condition, detail=""):
-    print(("ok   " if condition else "FAIL ") + name + (f": {detail}" if detail and not condition else ""))
-    if not condition:
-        failures.append(name)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402  (tests/support/checks.py)
 
 
 def bench(*args):
@@ -172,4 +167,4 @@ with tempfile.TemporaryDirectory() as tmp:
               blocked.stderr)
         check("and says who holds it", "12345 another-run" in blocked.stderr, blocked.stderr)
 
-sys.exit(1 if failures else 0)
+finish()

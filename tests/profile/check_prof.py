@@ -19,13 +19,8 @@ import sys
 import tempfile
 
 rig, program = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-failures = []
-
-
-def check(name, condition, detail=""):
-    print(("ok   " if condition else "FAIL ") + name + (f": {detail}" if detail and not condition else ""))
-    if not condition:
-        failures.append(name)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402  (tests/support/checks.py)
 
 
 def prof(*args, cwd):
@@ -137,4 +132,4 @@ with tempfile.TemporaryDirectory() as tmp:
     empty = prof("-o", "trace.json", cwd=tmp)
     check("no program is refused", empty.returncode != 0, empty.stdout)
 
-sys.exit(1 if failures else 0)
+finish()

@@ -13,13 +13,8 @@ import tempfile
 # check_tool.py RIG [--disk]: with --disk, rig is built with the disk device and has the disk bench.
 rig = sys.argv[1]
 with_disk = "--disk" in sys.argv[2:]
-failures = []
-
-
-def check(name, condition, detail=""):
-    print(("ok   " if condition else "FAIL ") + name + (f": {detail}" if detail and not condition else ""))
-    if not condition:
-        failures.append(name)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402  (tests/support/checks.py)
 
 
 def run(*args, env=None):
@@ -178,4 +173,4 @@ check("demo verifies its results", demo.returncode == 0 and "all results verifie
 check("demo prints a row per submission", sum(1 for line in demo.stdout.splitlines()
                                                if line.strip()[:1].isdigit()) == 4, demo.stdout)
 
-sys.exit(1 if failures else 0)
+finish()
