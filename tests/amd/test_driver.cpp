@@ -34,6 +34,14 @@ std::uint32_t read_u32(const Buffer& b, std::size_t i = 0) {
   return b.read<std::uint32_t>([&](std::span<const std::uint32_t> x) { return x[i]; });
 }
 
+// Runs a Words part on d's compute queue that writes `value` into `out`, waits, and checks it.
+void writes(const Device& d, const Buffer& out, std::uint32_t value) {
+  auto words = words_buffer(d, pm4_write(out.address(), {value}));
+  Run run;
+  submit(words_part(d, words), run, {}, {}).wait();
+  CHECK(read_u32(out) == value);
+}
+
 }  // namespace
 
 TEST_CASE("the device's facts come from the KFD topology") {
@@ -330,11 +338,7 @@ TEST_CASE("closing returns every buffer, queue and event the device made, and it
   // The name opens a new device, on the same KFD process state (render node, event page).
   {
     Opened d(sim);
-    Buffer b = Buffer::create(d, 4096);
-    auto words = words_buffer(d, pm4_write(b.address(), {9}));
-    Run run;
-    submit(words_part(d, words), run, {}, {}).wait();
-    CHECK(read_u32(b) == 9);
+    writes(d, Buffer::create(d, 4096), 9);
   }
   CHECK(sim.live_queues() == 0);
 }
@@ -349,20 +353,9 @@ TEST_CASE("make opens a new device while another of the same GPU is open, and bo
     Opened a(sim);
     auto b = rig::open(second);
     REQUIRE_MESSAGE(b, b.error());
-    for (const Device& d : {a.device, *b}) {
-      Buffer out = Buffer::create(d, 4096);
-      auto words = words_buffer(d, pm4_write(out.address(), {d.index()}));
-      Run run;
-      submit(words_part(d, words), run, {}, {}).wait();
-      CHECK(read_u32(out) == d.index());
-    }
+    for (const Device& d : {a.device, *b}) writes(d, Buffer::create(d, 4096), d.index());
     b->close();
-    // The first device still reaches rig_words: its values complete.
-    Buffer out = Buffer::create(a, 4096);
-    auto words = words_buffer(a, pm4_write(out.address(), {5}));
-    Run run;
-    submit(words_part(a, words), run, {}, {}).wait();
-    CHECK(read_u32(out) == 5);
+    writes(a, Buffer::create(a, 4096), 5);  // the first device still reaches rig_words
   }
   CHECK(sim.live_queues() == 0);
   CHECK(sim.live_buffers() == 1);  // the process's event page
@@ -379,13 +372,7 @@ TEST_CASE("a GPU opens and closes many times, allocating each time, and keeps no
     Opened a(sim);
     auto b = rig::open(second);
     REQUIRE_MESSAGE(b, "open ", i, ": ", b.error());
-    for (const Device& d : {a.device, *b}) {
-      Buffer memory = Buffer::create(d, 1 << 20);
-      auto words = words_buffer(d, pm4_write(memory.address(), {std::uint32_t(i)}));
-      Run run;
-      submit(words_part(d, words), run, {}, {}).wait();
-      CHECK(read_u32(memory) == i);
-    }
+    for (const Device& d : {a.device, *b}) writes(d, Buffer::create(d, 1 << 20), std::uint32_t(i));
     b->close();
   }
   CHECK(sim.live_queues() == 0);
