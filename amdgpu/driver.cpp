@@ -66,7 +66,6 @@ struct HiddenArg {
   Hidden kind;
 };
 
-// What submit reads to launch a kernel (rig_launch.launch).
 // A launch's packets and kernel arguments as built for the last launch of its function in
 // another geometry: a launch of the same geometry copies them, patching what differs from
 // launch to launch (the user SGPRs: the kernel arguments' and dispatch packet's addresses,
@@ -86,6 +85,7 @@ struct BuiltLaunch {
   }
 };
 
+// What submit reads to launch a kernel (rig_launch.launch).
 struct LaunchTemplate {
   std::uint64_t code = 0;        // the kernel's first instruction
   std::uint64_t descriptor = 0;  // the kernel descriptor's address (HSA kernel_object)

@@ -259,18 +259,17 @@ std::uint64_t DeviceState::read_word() {
 bool DeviceState::reached(std::uint64_t v) {
   // The word first: a loss's stop may raise it to values never reached, but only after the
   // loss is marked, so a word read before a look that finds no loss shows real progress.
+  // Once lost, the values reached before the loss count, and any other raises Lost.
+  auto after_loss = [&] {
+    if (v > reached_at_loss) throw_lost();
+    return true;
+  };
   const std::uint64_t w = word();
-  if (is_lost.load(std::memory_order_acquire)) {
-    if (v <= reached_at_loss) return true;
-    throw_lost();
-  }
+  if (is_lost.load(std::memory_order_acquire)) return after_loss();
   if (w >= v) return true;
   if (!own_word) return false;
   const std::uint64_t shown = read_word();
-  if (is_lost.load(std::memory_order_acquire)) {  // lost meanwhile: as above
-    if (v <= reached_at_loss) return true;
-    throw_lost();
-  }
+  if (is_lost.load(std::memory_order_acquire)) return after_loss();  // lost meanwhile
   return shown >= v;
 }
 

@@ -138,13 +138,13 @@ void DeviceState::free_cache(std::size_t keep) {
 
 namespace {
 
-// Waits for every deferred act's points, then runs the acts: reclamation's second round.
 // Runs every device's due returns: memory of one device may be kept by another's, such as
 // the buffers a submission on a device that borrowed it keeps until its work is done.
 void drain_every_device() {
   for (const auto& other : all_devices()) other->drain();
 }
 
+// Waits for every deferred act's points, then runs the acts: reclamation's second round.
 void wait_for_deferred(DeviceState& d) {
   std::vector<std::uint64_t> points;
   {
