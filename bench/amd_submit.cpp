@@ -294,12 +294,8 @@ Figure driver_part(const Device& device, int repeats) {
     driver_ns.push_back(d / double(bursts * kBurst));
     memcpy_ns.push_back(m / double(bursts * kBurst));
   }
-  auto spread = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return Spread{v[v.size() / 2], v.front(), v.back()};
-  };
   return make_figure(
-      on("submit-driver", device), spread(driver_ns), "ns", spread(memcpy_ns),
+      on("submit-driver", device), spread_of(driver_ns), "ns", spread_of(memcpy_ns),
       fmt::format("memcpy of the same {} ring dwords and {} bytes of kernel arguments into areas of the driver's "
                   "sizes, which another thread reads after each burst",
                   n, k),

@@ -38,6 +38,8 @@ struct Spread {
   double median = 0, min = 0, max = 0;
 };
 Spread measure(int repeats, std::uint64_t n, const std::function<void(std::uint64_t)>& op);
+// The median, min and max of `samples`; all 0 where there are none.
+Spread spread_of(std::vector<double> samples);
 
 Figure make_figure(std::string name, Spread rig, std::string unit, Spread floor, std::string floor_name,
                    std::string note);
@@ -67,6 +69,8 @@ std::vector<Figure> disk(const Options&);
 // roundtrip, grid, batch: the device must launch, and these benches must carry a kernel it
 // loads (they carry one for the host device only).
 std::optional<std::string> refuses_launch(const Device&);
+// True iff one of `device`'s queues runs work of kind `kind`.
+bool runs(const Device& device, Kind kind);
 // The empty kernel of the launch benches, loaded on `device`. Raises invalid_argument with
 // refuses_launch's reason where it gives one.
 Function empty_kernel(const Device& device);

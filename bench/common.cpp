@@ -14,8 +14,19 @@ Spread measure(int repeats, std::uint64_t n, const std::function<void(std::uint6
     auto t1 = std::chrono::steady_clock::now();
     per_op.push_back(double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / double(n));
   }
-  std::sort(per_op.begin(), per_op.end());
-  return {per_op[per_op.size() / 2], per_op.front(), per_op.back()};
+  return spread_of(std::move(per_op));
+}
+
+Spread spread_of(std::vector<double> samples) {
+  if (samples.empty()) return {};
+  std::sort(samples.begin(), samples.end());
+  return {samples[samples.size() / 2], samples.front(), samples.back()};
+}
+
+bool runs(const Device& device, Kind kind) {
+  for (const auto& q : device.queues())
+    if (std::find(q.runs.begin(), q.runs.end(), kind) != q.runs.end()) return true;
+  return false;
 }
 
 Figure make_figure(std::string name, Spread rig, std::string unit, Spread floor, std::string floor_name,

@@ -50,13 +50,6 @@ void warm_pages(const std::filesystem::path& p) {
   ::close(fd);
 }
 
-// Rates in GB/s: their median, min and max; all 0 where there are none.
-Spread spread(std::vector<double> rates) {
-  if (rates.empty()) return {};
-  std::sort(rates.begin(), rates.end());
-  return {rates[rates.size() / 2], rates.front(), rates.back()};
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -125,7 +118,7 @@ class Fio {
 Figure figure(std::string name, const std::vector<double>& rig, const std::vector<double>& fio, const Fio& runner,
               std::string floor_name, std::string note) {
   if (fio.empty()) floor_name = "unavailable: " + runner.why();
-  return make_figure(std::move(name), spread(rig), "GB/s", spread(fio), std::move(floor_name), std::move(note));
+  return make_figure(std::move(name), spread_of(rig), "GB/s", spread_of(fio), std::move(floor_name), std::move(note));
 }
 
 }  // namespace

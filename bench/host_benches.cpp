@@ -46,13 +46,11 @@ Function empty_kernel(const Device& d) {
 
 std::optional<std::string> refuses_launch(const Device& d) {
   if (d.queues().empty()) return fmt::format("{} is an io device, which runs no work", d.name());
-  bool launches = false;
-  std::vector<std::string_view> queues;
-  for (const auto& q : d.queues()) {
-    launches = launches || std::find(q.runs.begin(), q.runs.end(), Kind::Launch) != q.runs.end();
-    queues.push_back(q.name);
+  if (!runs(d, Kind::Launch)) {
+    std::vector<std::string_view> queues;
+    for (const auto& q : d.queues()) queues.push_back(q.name);
+    return fmt::format("{} runs no launches (its queues: {})", d.name(), fmt::join(queues, ", "));
   }
-  if (!launches) return fmt::format("{} runs no launches (its queues: {})", d.name(), fmt::join(queues, ", "));
   if (d != host())
     return fmt::format("the launch benches carry an empty kernel for the host device (CPU, an x86-64 ELF object) "
                        "only, none for {} (arch {})",

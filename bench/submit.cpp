@@ -135,9 +135,8 @@ Spread time_submits(Device d, const Submission::Part& part, int repeats, std::ui
     for (std::uint64_t i = 0; i < bursts; ++i) ns += burst();
     per_submit.push_back(ns / double(bursts * kBurst));
   }
-  std::sort(per_submit.begin(), per_submit.end());
   allocs = double(allocated) / double(submits);
-  return {per_submit[per_submit.size() / 2], per_submit.front(), per_submit.back()};
+  return spread_of(std::move(per_submit));
 }
 
 Figure allocations_figure(std::string name, double allocs, std::string note) {
@@ -150,13 +149,6 @@ Figure allocations_figure(std::string name, double allocs, std::string note) {
   f.ratio = allocs;
   f.note = std::move(note);
   return f;
-}
-
-// Whether `device` runs launches, whatever kernel the bench has.
-bool launches(const Device& device) {
-  for (const auto& q : device.queues())
-    if (std::find(q.runs.begin(), q.runs.end(), Kind::Launch) != q.runs.end()) return true;
-  return false;
 }
 
 // The empty kernel the bench launches on `device`, or why it has none (in `why`).
@@ -188,7 +180,7 @@ std::vector<Figure> submit_on(const Device& device, int repeats) {
   const std::uint64_t n = 200'000;
   std::string why;
   const std::optional<Function> kernel = bench_kernel(device, why);
-  if (!kernel && launches(device))
+  if (!kernel && runs(device, Kind::Launch))
     fmt::print(stderr, "rig bench: submit on {} times a copy part, not a launch: {}\n", device.name(), why);
   Device null = open_null();
   double allocs = 0, null_allocs = 0;
@@ -215,8 +207,7 @@ std::vector<Figure> submit_on(const Device& device, int repeats) {
 std::optional<std::string> refuses_submit(const Device& d) {
   auto why = refuses_launch(d);
   if (!why || d.queues().empty()) return why;
-  for (const auto& q : d.queues())
-    if (std::find(q.runs.begin(), q.runs.end(), Kind::Copy) != q.runs.end()) return std::nullopt;
+  if (runs(d, Kind::Copy)) return std::nullopt;
   return fmt::format("{}, and none of its queues copies", *why);
 }
 
