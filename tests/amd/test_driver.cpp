@@ -317,6 +317,24 @@ TEST_CASE("a device whose queue makes no progress is lost after hang_ms") {
   sim.hold(false);
 }
 
+TEST_CASE("held engines take no packets until released, and then run what waited") {
+  auto& sim = simulator();
+  Opened d(sim);
+  Buffer out = Buffer::create(d, 4);
+  writes(d, out, 1);
+  sim.hold(true);  // returns with every engine parked
+  const std::uint64_t before = sim.pm4_packets();
+  Run run;
+  auto words = words_buffer(d, pm4_write(out.address(), {2}));
+  auto p = submit(words_part(d, words), run, {}, {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(sim.pm4_packets() == before);
+  CHECK(read_u32(out) == 1);
+  sim.hold(false);
+  p.wait();
+  CHECK(read_u32(out) == 2);
+}
+
 TEST_CASE("room refuses what the queues can never hold") {
   auto& sim = simulator();
   Opened d(sim, {.compute_ring_bytes = 4096});

@@ -115,7 +115,14 @@ struct Simulator::Impl final : gfx11::Memory {
   int doorbell_fd = -1;
   std::byte* doorbells = nullptr;  // the simulator's view of the doorbell page
   std::vector<std::string> fault_log;
+  // Held engines sleep until released (or their queue is destroyed): while a test holds
+  // them they take no CPU from the threads it times. Under hold_mutex: the engines running
+  // and those parked; `released` wakes engines (parked, or idle in a Backoff) when the hold
+  // changes, `parks` wakes hold() as they park.
   std::atomic<bool> held{false};
+  std::mutex hold_mutex;
+  std::condition_variable released, parks;
+  std::uint32_t engines = 0, parked = 0;
   std::atomic<std::uint64_t> dispatches{0}, instructions{0}, pm4{0}, sdma{0};
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   unsigned long fail_request = 0;
@@ -136,6 +143,8 @@ struct Simulator::Impl final : gfx11::Memory {
   void set_event(Event& e);
   void interrupt(std::uint32_t context);
   void fault(Queue& q, std::string why, bool page, std::uint64_t address, bool write);
+  // While the engines are held, q's engine sleeps here, counted as parked.
+  void park(const Queue& q);
 
   int ioctl(int fd, unsigned long request, void* arg);
   int alloc(kfd_ioctl_alloc_memory_of_gpu_args& a);
@@ -557,6 +566,10 @@ int Simulator::Impl::create_queue(kfd_ioctl_create_queue_args& a) {
   a.doorbell_offset = kMmapTypeDoorbell | std::uint64_t(config.gpu_id) << kGpuIdShift | std::uint64_t(doorbell) * 8;
   auto* raw = q.get();
   queues[id] = std::move(q);
+  {
+    std::lock_guard h(hold_mutex);
+    ++engines;
+  }
   raw->thread = std::thread([raw] { raw->run(); });
   return 0;
 }
@@ -570,7 +583,13 @@ int Simulator::Impl::destroy_queue(std::uint32_t id) {
     q = std::move(it->second);
     queues.erase(it);
   }
-  q->stop = true;
+  {
+    std::lock_guard g(hold_mutex);
+    q->stop = true;
+    --engines;
+  }
+  released.notify_all();
+  parks.notify_all();
   q->thread.join();
   return 0;
 }
@@ -696,7 +715,23 @@ std::uint64_t Simulator::dispatches() const { return impl_->dispatches; }
 std::uint64_t Simulator::instructions() const { return impl_->instructions; }
 std::uint64_t Simulator::pm4_packets() const { return impl_->pm4; }
 std::uint64_t Simulator::sdma_packets() const { return impl_->sdma; }
-void Simulator::hold(bool held) { impl_->held = held; }
+void Simulator::hold(bool held) {
+  auto& s = *impl_;
+  std::unique_lock g(s.hold_mutex);
+  s.held = held;
+  s.released.notify_all();
+  // An engine parks between packets: one amid a long dispatch is not waited for past 1 s.
+  if (held) s.parks.wait_for(g, std::chrono::seconds(1), [&] { return s.parked >= s.engines; });
+}
+
+void Simulator::Impl::park(const Queue& q) {
+  std::unique_lock g(hold_mutex);
+  if (!held || q.stop) return;
+  ++parked;
+  parks.notify_all();
+  released.wait(g, [&] { return !held || q.stop; });
+  --parked;
+}
 void Simulator::fail_next_ioctl(unsigned long request, int negative_errno) {
   std::lock_guard g(impl_->mutex);
   impl_->fail_request = request, impl_->fail_error = negative_errno;
@@ -706,13 +741,16 @@ void Simulator::fail_next_ioctl(unsigned long request, int negative_errno) {
 
 namespace {
 
-// Waits a little longer each time nothing happened: spins, then sleeps up to 1 ms.
+// Waits a little longer each time nothing happened: spins, then sleeps up to 1 ms, or until
+// the engines are held.
 struct Backoff {
+  Simulator::Impl& sim;
   unsigned idle = 0;
   void pause() {
     if (++idle < 64) return std::this_thread::yield();
     auto us = std::min(1000u, 10u << std::min(idle - 64, 7u));
-    std::this_thread::sleep_for(std::chrono::microseconds(us));
+    std::unique_lock g(sim.hold_mutex);
+    sim.released.wait_for(g, std::chrono::microseconds(us), [&] { return sim.held.load(); });
   }
   void reset() { idle = 0; }
 };
@@ -721,9 +759,13 @@ struct Backoff {
 
 void Queue::run() {
   auto* bell = reinterpret_cast<volatile std::uint64_t*>(sim.doorbells) + doorbell;
-  Backoff backoff;
+  Backoff backoff{sim};
   while (!stop) {
-    if (faulted || sim.held) {  // a held engine reads nothing, its doorbell included
+    if (sim.held) {  // a held engine reads nothing, its doorbell included
+      sim.park(*this);
+      continue;
+    }
+    if (faulted) {
       backoff.pause();
       continue;
     }
@@ -777,8 +819,9 @@ bool Queue::write(std::uint64_t address, const void* data, std::size_t n, const 
 
 bool Queue::wait_until(std::uint64_t address, bool wide, std::uint32_t function, std::uint64_t reference,
                        std::uint64_t mask, const char* what) {
-  Backoff backoff;
+  Backoff backoff{sim};
   for (;;) {
+    if (sim.held) sim.park(*this);  // reading nothing meanwhile
     auto* p = sim.at(address, wide ? 8 : 4, false);
     if (!p) return page_fault(address, false, what), false;
     std::uint64_t value = wide ? __atomic_load_n(reinterpret_cast<const std::uint64_t*>(p), __ATOMIC_ACQUIRE)

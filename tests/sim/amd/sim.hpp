@@ -73,7 +73,8 @@ class Simulator final : public os::Seam {
   std::uint64_t pm4_packets() const;
   std::uint64_t sdma_packets() const;
   // While held, the engines take no new packets and read nothing, their doorbells included
-  // (a queue that stops making progress).
+  // (a queue that stops making progress), and sleep. hold(true) returns once every engine
+  // has finished the packet it was in, or after a second of one that does not.
   void hold(bool held);
   // Fails the next call of ioctl `request` with `negative_errno` (once).
   void fail_next_ioctl(unsigned long request, int negative_errno);
