@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   rig::tool::BenchOptions bench;
   auto* bench_cmd = app.add_subcommand("bench", "run benchmarks, each beside a floor measured in the same run");
   bench_cmd->add_option("names", bench.names,
-                        "benches to run: submit, roundtrip, grid, batch, copy, alloc, disk (default: all)");
+                        "benches to run: submit, roundtrip, grid, batch, load, copy, alloc, disk (default: all)");
   bench_cmd->add_flag("--json", bench.json, "print a JSON array of figures");
   bench_cmd->add_option("--device", bench.device,
                         "the device to run on (CPU, MEM..., DISK, AMD:N, CUDA:N), where a bench allows a choice");
