@@ -14,11 +14,13 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include <sys/mman.h>
@@ -57,6 +59,13 @@ constexpr std::uint64_t kComputeSequence = 64, kCopySequence = 128;
 constexpr std::uint64_t kStamps = kPage;  // kFlights slots of (start, end) GPU clocks
 constexpr std::uint64_t kControlBytes = kPage + kFlights * 16;
 
+// Dwords of the fixed packets (header included).
+constexpr std::uint64_t kReleaseDwords = 1 + pm4::kReleaseMemBody;
+constexpr std::uint64_t kAcquireDwords = 1 + pm4::kAcquireMemBody;
+constexpr std::uint64_t kFlushDwords = 1 + pm4::kEventWriteBody;
+constexpr std::uint64_t kWait32Dwords = 1 + pm4::kWaitRegMemBody;
+constexpr std::uint64_t kWait64Dwords = 1 + pm4::kWaitRegMem64Body;
+
 // A kernel argument the driver fills, by its metadata kind.
 enum class Hidden : std::uint8_t {
   Zero, BlockCountX, BlockCountY, BlockCountZ, GroupSizeX, GroupSizeY, GroupSizeZ, GridDims, DynamicLds
@@ -66,22 +75,34 @@ struct HiddenArg {
   Hidden kind;
 };
 
+// A launch's geometry: its groups, threads and group-shared bytes, as rig_launch lays them out.
+constexpr std::size_t kGeometryBytes = 7 * 4;
+static_assert(offsetof(rig_launch, threads) == offsetof(rig_launch, groups) + 12 &&
+              offsetof(rig_launch, shared) == offsetof(rig_launch, groups) + 24);
+const std::byte* geometry(const rig_launch& l) { return reinterpret_cast<const std::byte*>(&l.groups); }
+
 // A launch's packets and kernel arguments as built for the last launch of its function in
 // another geometry: a launch of the same geometry copies them, patching what differs from
 // launch to launch (the user SGPRs: the kernel arguments' and dispatch packet's addresses,
 // the dispatch id; the parameters; the dispatch packet's kernel-argument address).
 struct BuiltLaunch {
   bool valid = false;
-  std::array<std::uint32_t, 3> groups{}, threads{};
-  std::uint32_t shared = 0;
+  std::array<std::byte, kGeometryBytes> geometry{};
   std::uint64_t scratch_address = 0, scratch_bytes = 0;  // the scratch they program
   std::vector<std::uint32_t> packets;
   std::uint32_t user_at = 0;  // where the user SGPRs' values start in packets
+  // The user SGPRs that take the dispatch packet's and kernel arguments' addresses and the
+  // dispatch id, counted from the first; -1 where the kernel takes none.
+  std::int8_t packet_sgpr = -1, kernarg_sgpr = -1, id_sgpr = -1;
+  // A value that is this launch alone: the device's head, the packets, the device's tail;
+  // where the packets' user SGPRs and the word's value lie in it.
+  std::vector<std::uint32_t> value;
+  std::uint32_t value_user_at = 0, value_word_at = 0;
   std::vector<std::byte> kernargs;
 
   bool same(const rig_launch& l, std::uint64_t scratch_at, std::uint64_t scratch_size) const {
-    return valid && shared == l.shared && scratch_address == scratch_at && scratch_bytes == scratch_size &&
-           std::equal(groups.begin(), groups.end(), l.groups) && std::equal(threads.begin(), threads.end(), l.threads);
+    return valid && scratch_address == scratch_at && scratch_bytes == scratch_size &&
+           std::memcmp(geometry.data(), rig::amd::geometry(l), kGeometryBytes) == 0;
   }
 };
 
@@ -98,7 +119,7 @@ struct LaunchTemplate {
   std::uint32_t max_threads = 1024;
   bool wave32 = true;
   std::vector<HiddenArg> hidden;
-  char name[48] = {};
+  const char* name = "";  // the device's copy, which outlives the image (fault reports name it)
   // Launches of it are submitted one at a time (rig's turn on the device), so the one that
   // builds this is the one that reads it.
   mutable BuiltLaunch built;
@@ -121,10 +142,12 @@ struct Flight {
   std::uint64_t value = 0, compute_end = 0, copy_end = 0, kernarg_end = 0;
 };
 // Where a part's packets start on its queue, for naming the work a fault stopped at.
+// Submit writes marks while sleep, on another thread, may read them: the fields are atomics,
+// read whole under the marks' sequence count (Device::mark), so that submit takes no lock.
 struct Mark {
-  std::uint64_t position = 0, value = 0;
-  std::uint32_t queue = 0, part = 0;
-  char what[48] = {};
+  std::atomic<std::uint64_t> position{0}, value{0};
+  std::atomic<std::uint32_t> queue{0}, part{0};
+  std::atomic<const char*> what{""};  // a static string or a name the device keeps
 };
 
 // A queue: its ring and pointers in driver memory, and its doorbell.
@@ -140,6 +163,20 @@ struct Ring {
   std::uint32_t queue_id = 0;
   bool created = false;
   bool bytes = false;  // SDMA pointers count bytes, PM4 pointers dwords
+
+  // Copies `w` in at the write pointer, wrapping at the ring's end (rings are powers of two;
+  // PM4 packets may straddle the end).
+  void put(std::span<const std::uint32_t> w) {
+    const std::uint64_t at = wptr & (dwords - 1), first = std::min<std::uint64_t>(w.size(), dwords - at);
+    std::memcpy(words + at, w.data(), first * 4);
+    if (first < w.size()) std::memcpy(words, w.data() + first, (w.size() - first) * 4);
+    wptr += w.size();
+  }
+  // Overwrites the dwords at ring position `position` (written already) with `v`.
+  void set64(std::uint64_t position, std::uint64_t v) {
+    words[position & (dwords - 1)] = std::uint32_t(v);
+    words[(position + 1) & (dwords - 1)] = std::uint32_t(v >> 32);
+  }
 };
 
 // Dwords, per queue, that a submission takes, and its kernel arguments' bytes.
@@ -206,16 +243,38 @@ class Device final : public edge::Driver {
   Plan plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
   bool runs(const rig_part& p) const;
   void launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v);
+  // room and submit of values other than lone launches, kept out of line so that a lone
+  // launch's calls stay small.
+  [[gnu::noinline]] int room_for(const rig_part* parts, std::uint32_t count, std::uint32_t waits);
+  [[gnu::noinline]] int submit_parts(const rig_part* parts, std::uint32_t count, const rig_wait* waits,
+                                     std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times,
+                                     const char** failure);
+  // A value that is one launch of a geometry built before, untimed and waiting for nothing:
+  // its template, else null.
+  const LaunchTemplate* lone_launch(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
+  void submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v);
+  // Whether a lone launch of t fits the queues as last reclaimed.
+  bool lone_fits(const LaunchTemplate& t) const;
+  // Where kernel-argument position `pos` lies in their area (a power of two, as the opener
+  // checks).
+  std::uint64_t kernarg_offset(std::uint64_t pos) const { return pos & (kernargs_.bytes - 1); }
+  // Places a launch's kernel arguments: returns their address.
+  std::uint64_t place_kernargs(const LaunchTemplate& t, const rig_launch& l);
+  // Writes the per-launch user SGPRs of launches whose USER_DATA_0 value lies at ring
+  // position `user`.
+  void patch_user(const BuiltLaunch& b, std::uint64_t user, std::uint64_t kernargs, std::uint64_t v);
   // Builds t.built for launches of l's geometry on the scratch there is now.
   void build_launch(const LaunchTemplate& t, const rig_launch& l);
-  // A launch's user SGPRs, given its kernel arguments' and dispatch packet's addresses.
-  std::array<std::uint32_t, 16> user_sgprs(const LaunchTemplate& t, std::uint64_t kernargs, std::uint64_t packet,
-                                           std::uint64_t v) const;
+  // A launch's user SGPRs, with zero for the per-launch addresses and id, whose places go
+  // into b.
+  std::array<std::uint32_t, 16> user_sgprs(const LaunchTemplate& t, BuiltLaunch& b) const;
   bool uses_scratch(const LaunchTemplate& t) const;
   void copy(sdma::Sdma& ps, const rig_copy& c);
   void place_words(Ring& ring, std::span<const std::uint32_t> words, bool sdma);
   void mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what);
   void ring_doorbell(Ring& r);
+  // Encodes head_, tail_ and stamp_ (open).
+  void build_value_packets();
   int failed(const char** failure, std::string why);
   std::uint64_t gpu_to_host(std::uint64_t ticks);
   void correlate();
@@ -255,12 +314,18 @@ class Device final : public edge::Driver {
   std::array<Flight, kFlights> flights_{};
   std::uint64_t flight_head_ = 0, flight_tail_ = 0;  // [tail, head) are in flight
   // Where parts start, for fault reports: submit writes them while sleep, on any thread, may
-  // read them to describe a fault.
-  mutable std::mutex marks_mutex_;
+  // read them to describe a fault. The count is odd while a mark is being written.
   std::array<Mark, kMarks> marks_{};
-  std::uint64_t mark_count_ = 0;
+  std::atomic<std::uint64_t> marks_sequence_{0};  // twice the marks written
+  std::set<std::string, std::less<>> names_;  // kernels' names, for marks (under mutex_)
   std::array<std::uint8_t, kFlights> timed_{};
   std::array<std::uint32_t, 64> signal_at_{};  // per part: the sequence value it signals
+  // A value's packets that are the same for every value, encoded at open and copied: its head
+  // (the barrier before its work), its tail (the word's store, its value patched, and the
+  // interrupt that wakes sleepers) and a timestamp's store (its slot patched).
+  std::array<std::uint32_t, kFlushDwords + kAcquireDwords> head_{};
+  std::array<std::uint32_t, 2 * kReleaseDwords> tail_{};
+  std::array<std::uint32_t, kReleaseDwords> stamp_{};
   std::uint64_t sync_gpu_ = 0, sync_host_ = 0;  // a GPU clock reading and the host's time then
 
   // Faults, from sleep; read by submit.
@@ -424,6 +489,11 @@ Result<void> Device::open() {
     return fail(r.error());
   if (auto r = make_queue(copy_, o_.copy_ring_bytes, KFD_IOC_QUEUE_TYPE_SDMA, kCopyRptr, kCopyWptr); !r)
     return fail(r.error());
+  try {
+    build_value_packets();
+  } catch (const std::exception& e) {
+    return std::unexpected(fmt::format("{}: {}", name_, e.what()));
+  }
   // "the device's values start after the value the word holds"
   submitted_ = load(word_);
   correlate();
@@ -581,7 +651,7 @@ edge::EntryAnswer Device::entry(edge::ImageId id, std::string_view name) {
       t->explicit_bytes = std::max(t->explicit_bytes, a.offset + a.size);
     }
   }
-  std::snprintf(t->name, sizeof t->name, "%.*s", int(name.size()), name.data());
+  t->name = names_.emplace(name).first->c_str();
   // Scratch for all the waves the GPU may run at once, if the kernel has private memory.
   if (t->private_segment || (kd.kernel_code_properties & KernelDescriptor::kUsesDynamicStack)) {
     std::uint64_t per_wave = round_up(std::uint64_t(std::max(t->private_segment, 1024u)) * 32, 256);
@@ -611,12 +681,6 @@ void Device::unload(edge::ImageId id) {
 
 // ---- The C functions.
 
-// Dwords of the fixed packets (header included).
-constexpr std::uint64_t kReleaseDwords = 1 + pm4::kReleaseMemBody;
-constexpr std::uint64_t kAcquireDwords = 1 + pm4::kAcquireMemBody;
-constexpr std::uint64_t kFlushDwords = 1 + pm4::kEventWriteBody;
-constexpr std::uint64_t kWait32Dwords = 1 + pm4::kWaitRegMemBody;
-constexpr std::uint64_t kWait64Dwords = 1 + pm4::kWaitRegMem64Body;
 // A launch: PGM_LO/HI, RSRC1/2, RSRC3, TMPRING, SCRATCH_BASE, RESTART, USER_DATA (16 at
 // most), RESOURCE_LIMITS, START/NUM_THREAD, DISPATCH_DIRECT, CS_PARTIAL_FLUSH.
 constexpr std::uint64_t kLaunchDwords = 4 + 4 + 3 + 3 + 4 + 5 + 18 + 3 + 8 + 5 + 2;
@@ -710,7 +774,7 @@ Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t wait
         p.compute += kLaunchDwords;
         auto* t = static_cast<const LaunchTemplate*>(part.work.launch.launch);
         std::uint64_t bytes = round_up(t->kernarg_bytes, 64) + 64;  // + a dispatch packet
-        std::uint64_t left = kernargs_.bytes - kernarg_at % kernargs_.bytes;
+        std::uint64_t left = kernargs_.bytes - kernarg_offset(kernarg_at);
         std::uint64_t cost = bytes <= left ? bytes : left + bytes;
         kernarg_at += cost, p.kernargs += cost;
         break;
@@ -728,46 +792,90 @@ Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t wait
 }
 
 void Device::reclaim() {
-  std::uint64_t reached = load(word_);
-  while (flight_tail_ < flight_head_ && flights_[flight_tail_ % kFlights].value <= reached) {
-    auto& f = flights_[flight_tail_ % kFlights];
-    compute_.tail = f.compute_end, copy_.tail = f.copy_end, kernarg_tail_ = f.kernarg_end;
-    ++flight_tail_;
-  }
+  if (flight_tail_ == flight_head_) return;
+  const std::uint64_t reached = load(word_);
+  // The flights' values increase: all of them are done (the common case after a wait), or
+  // those before the first one not reached.
+  std::uint64_t done = flight_tail_;
+  if (flights_[(flight_head_ - 1) % kFlights].value <= reached) done = flight_head_;
+  else
+    while (flights_[done % kFlights].value <= reached) ++done;
+  if (done == flight_tail_) return;
+  const auto& f = flights_[(done - 1) % kFlights];
+  compute_.tail = f.compute_end, copy_.tail = f.copy_end, kernarg_tail_ = f.kernarg_end;
+  flight_tail_ = done;
+}
+
+const LaunchTemplate* Device::lone_launch(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const {
+  if (count != 1 || waits || parts[0].kind != RIG_KIND_LAUNCH || parts[0].queue != 0) return nullptr;
+  const auto& l = parts[0].work.launch;
+  const auto* t = static_cast<const LaunchTemplate*>(l.launch);
+  // Built for this geometry: runs() took it when it was built, and what it checks of the
+  // kernel does not change.
+  return t && t->built.same(l, scratch_.address, scratch_.bytes) ? t : nullptr;
+}
+
+void Device::submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v) {
+  const BuiltLaunch& b = t.built;
+  const std::uint64_t start = compute_.wptr;
+  mark(start + head_.size(), 0, v, 0, t.name);
+  timed_[v % kFlights] = false;
+  const std::uint64_t args = place_kernargs(t, l);
+  compute_.put(b.value);
+  patch_user(b, start + b.value_user_at, args, v);
+  compute_.set64(start + b.value_word_at, v);
+  flights_[flight_head_++ % kFlights] = {v, compute_.wptr, copy_.wptr, kernarg_pos_};
+  ring_doorbell(compute_);
+}
+
+bool Device::lone_fits(const LaunchTemplate& t) const {
+  // What plan() would find, without its walk.
+  const std::uint64_t bytes = t.built.kernargs.size(), left = kernargs_.bytes - kernarg_offset(kernarg_pos_);
+  const std::uint64_t kernargs = bytes <= left ? bytes : left + bytes;
+  return compute_.wptr + kValueDwords + kLaunchDwords - compute_.tail <= compute_.dwords &&
+         kernarg_pos_ + kernargs - kernarg_tail_ <= kernargs_.bytes && flight_head_ - flight_tail_ < kFlights;
 }
 
 int Device::room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits) {
   auto& d = self(edge);
   if (d.stopped_) return RIG_NEVER;
   d.reclaim();
-  Plan p = d.plan(parts, count, waits);
-  if (p.never || p.compute > d.compute_.dwords || p.copy > d.copy_.dwords || p.kernargs > d.kernargs_.bytes)
+  if (const auto* t = d.lone_launch(parts, count, waits); t && d.lone_fits(*t)) return RIG_FITS;
+  return d.room_for(parts, count, waits);
+}
+
+int Device::room_for(const rig_part* parts, std::uint32_t count, std::uint32_t waits) {
+  Plan p = plan(parts, count, waits);
+  if (p.never || p.compute > compute_.dwords || p.copy > copy_.dwords || p.kernargs > kernargs_.bytes)
     return RIG_NEVER;
-  bool idle = d.flight_tail_ == d.flight_head_;
-  if (d.compute_sequence_ + p.compute_signals >= d.o_.sequence_limit ||
-      d.copy_sequence_ + p.copy_signals >= d.o_.sequence_limit) {
+  bool idle = flight_tail_ == flight_head_;
+  if (compute_sequence_ + p.compute_signals >= o_.sequence_limit ||
+      copy_sequence_ + p.copy_signals >= o_.sequence_limit) {
     if (!idle) return RIG_LATER;
     // Both queues have passed every sequence wait: the words restart at 0.
-    std::memset(d.control_host_ + kComputeSequence, 0, 4);
-    std::memset(d.control_host_ + kCopySequence, 0, 4);
+    std::memset(control_host_ + kComputeSequence, 0, 4);
+    std::memset(control_host_ + kCopySequence, 0, 4);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    d.compute_sequence_ = d.copy_sequence_ = 0;
+    compute_sequence_ = copy_sequence_ = 0;
   }
-  bool fits = d.compute_.wptr + p.compute - d.compute_.tail <= d.compute_.dwords &&
-              d.copy_.wptr + p.copy - d.copy_.tail <= d.copy_.dwords &&
-              d.kernarg_pos_ + p.kernargs - d.kernarg_tail_ <= d.kernargs_.bytes &&
-              d.flight_head_ - d.flight_tail_ < kFlights;
+  bool fits = compute_.wptr + p.compute - compute_.tail <= compute_.dwords &&
+              copy_.wptr + p.copy - copy_.tail <= copy_.dwords &&
+              kernarg_pos_ + p.kernargs - kernarg_tail_ <= kernargs_.bytes &&
+              flight_head_ - flight_tail_ < kFlights;
   if (fits) return RIG_FITS;
   return idle ? RIG_NEVER : RIG_LATER;
 }
 
 void Device::mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what) {
-  std::lock_guard g(marks_mutex_);
-  auto& m = marks_[mark_count_++ % kMarks];
-  m.position = position, m.queue = queue, m.value = v, m.part = part;
-  const std::size_t n = strnlen(what, sizeof m.what - 1);
-  std::memcpy(m.what, what, n);
-  m.what[n] = 0;
+  // A sequence lock with one writer (rig's turn): odd while the mark is written.
+  const std::uint64_t sequence = marks_sequence_.load(std::memory_order_relaxed);
+  marks_sequence_.store(sequence + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  auto& m = marks_[sequence / 2 % kMarks];
+  constexpr auto relaxed = std::memory_order_relaxed;
+  m.position.store(position, relaxed), m.queue.store(queue, relaxed), m.value.store(v, relaxed);
+  m.part.store(part, relaxed), m.what.store(what, relaxed);
+  marks_sequence_.store(sequence + 2, std::memory_order_release);
 }
 
 void Device::place_words(Ring& ring, std::span<const std::uint32_t> words, bool sdma) {
@@ -783,33 +891,46 @@ void Device::launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v) {
   const auto& t = *static_cast<const LaunchTemplate*>(l.launch);
   BuiltLaunch& b = t.built;
   if (!b.same(l, scratch_.address, scratch_.bytes)) build_launch(t, l);
+  const std::uint64_t args = place_kernargs(t, l);
+  const std::uint64_t start = pc.position();
+  pc.packets(b.packets);  // into the compute ring, whose positions pc's are
+  patch_user(b, start + b.user_at, args, v);
+}
+
+std::uint64_t Device::place_kernargs(const LaunchTemplate& t, const rig_launch& l) {
   // The kernel arguments: the launch's parameters, then the hidden arguments, then an HSA
   // dispatch packet for kernels that read one (dispatch_ptr).
+  const BuiltLaunch& b = t.built;
   const std::uint64_t bytes = b.kernargs.size();
-  if (kernarg_pos_ % kernargs_.bytes + bytes > kernargs_.bytes)
-    kernarg_pos_ += kernargs_.bytes - kernarg_pos_ % kernargs_.bytes;
-  const std::uint64_t at = kernargs_.address + kernarg_pos_ % kernargs_.bytes;
+  if (kernarg_offset(kernarg_pos_) + bytes > kernargs_.bytes)
+    kernarg_pos_ += kernargs_.bytes - kernarg_offset(kernarg_pos_);
+  const std::uint64_t at = kernargs_.address + kernarg_offset(kernarg_pos_);
   kernarg_pos_ += bytes;
   auto* args = reinterpret_cast<std::byte*>(at);
   std::memcpy(args, b.kernargs.data(), bytes);
   // rig gives at most the explicit arguments' bytes (the entry's parameter bytes).
   std::memcpy(args, l.params, std::min<std::uint64_t>(l.param_bytes, t.explicit_bytes));
-  const std::uint64_t packet = at + round_up(t.kernarg_bytes, 64);
-  std::memcpy(reinterpret_cast<std::byte*>(packet) + 40, &at, 8);
-  const auto user = user_sgprs(t, at, packet, v);
-  std::copy_n(user.data(), t.user_sgprs, b.packets.data() + b.user_at);
-  pc.packets(b.packets);
+  std::memcpy(args + round_up(t.kernarg_bytes, 64) + 40, &at, 8);  // the dispatch packet's kernarg_address
+  return at;
 }
 
-std::array<std::uint32_t, 16> Device::user_sgprs(const LaunchTemplate& t, std::uint64_t kernargs,
-                                                 std::uint64_t packet, std::uint64_t v) const {
+void Device::patch_user(const BuiltLaunch& b, std::uint64_t user, std::uint64_t kernargs, std::uint64_t v) {
+  const std::uint64_t packet = kernargs + b.kernargs.size() - 64;  // the dispatch packet ends them
+  if (b.packet_sgpr >= 0) compute_.set64(user + b.packet_sgpr, packet);
+  if (b.kernarg_sgpr >= 0) compute_.set64(user + b.kernarg_sgpr, kernargs);
+  if (b.id_sgpr >= 0) compute_.set64(user + b.id_sgpr, v);
+}
+
+std::array<std::uint32_t, 16> Device::user_sgprs(const LaunchTemplate& t, BuiltLaunch& b) const {
   // In the order the descriptor's properties list them.
   std::array<std::uint32_t, 16> user{};
   std::uint32_t n = 0;
-  auto put64 = [&](std::uint64_t x) {
+  auto put64 = [&](std::uint64_t x, std::int8_t* place = nullptr) {
     if (n + 2 <= user.size()) user[n] = std::uint32_t(x), user[n + 1] = std::uint32_t(x >> 32);
+    if (place && n + 2 <= t.user_sgprs) *place = std::int8_t(n);  // only those the launch sets
     n += 2;
   };
+  b.packet_sgpr = b.kernarg_sgpr = b.id_sgpr = -1;
   using KD = KernelDescriptor;
   const bool scratch = uses_scratch(t);
   if (t.properties & KD::kPrivateSegmentBuffer) {  // a buffer resource over the scratch
@@ -818,10 +939,10 @@ std::array<std::uint32_t, 16> Device::user_sgprs(const LaunchTemplate& t, std::u
     for (auto w : rsrc)
       if (n < user.size()) user[n++] = w;
   }
-  if (t.properties & KD::kDispatchPtr) put64(packet);
+  if (t.properties & KD::kDispatchPtr) put64(0, &b.packet_sgpr);
   if (t.properties & KD::kQueuePtr) put64(0);  // no amd_queue_t: kernels that read it are not supported
-  if (t.properties & KD::kKernargSegmentPtr) put64(kernargs);
-  if (t.properties & KD::kDispatchId) put64(v);
+  if (t.properties & KD::kKernargSegmentPtr) put64(0, &b.kernarg_sgpr);
+  if (t.properties & KD::kDispatchId) put64(0, &b.id_sgpr);
   if (t.properties & KD::kFlatScratchInit) put64(scratch ? scratch_.address : 0);
   if (t.properties & KD::kPrivateSegmentSize && n < user.size()) user[n++] = t.private_segment;
   return user;
@@ -891,7 +1012,7 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
   pc.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_base);
   pc.set_sh_reg(pm4::reg::COMPUTE_RESTART_X, zero3);
   const std::uint32_t user_at = pc.size() + 2;  // past the SET_SH_REG's header and register
-  const auto user = user_sgprs(t, 0, 0, 0);  // patched per launch
+  const auto user = user_sgprs(t, b);  // patched per launch
   if (t.user_sgprs) pc.set_sh_reg(pm4::reg::COMPUTE_USER_DATA_0, std::span(user).first(t.user_sgprs));
   pc.set_sh_reg(pm4::reg::COMPUTE_RESOURCE_LIMITS, 0);
   pc.set_sh_reg(pm4::reg::COMPUTE_START_X, start_threads);
@@ -899,9 +1020,12 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
   pc.cs_partial_flush();  // the next part starts once this dispatch has completed
   b.packets.assign(words.begin(), words.begin() + pc.size());
   b.user_at = user_at;
-  std::copy_n(l.groups, 3, b.groups.begin());
-  std::copy_n(l.threads, 3, b.threads.begin());
-  b.shared = l.shared;
+  b.value.assign(head_.begin(), head_.end());
+  b.value.insert(b.value.end(), b.packets.begin(), b.packets.end());
+  b.value_user_at = std::uint32_t(head_.size()) + user_at;
+  b.value_word_at = std::uint32_t(b.value.size()) + pm4::kReleaseMemData;
+  b.value.insert(b.value.end(), tail_.begin(), tail_.end());
+  std::memcpy(b.geometry.data(), geometry(l), kGeometryBytes);
   b.scratch_address = scratch_.address, b.scratch_bytes = scratch_.bytes;
   b.valid = true;
 }
@@ -926,6 +1050,18 @@ int Device::failed(const char** failure, std::string why) {
   return RIG_FAILED;
 }
 
+void Device::build_value_packets() {
+  pm4::Pm4 head(gen_, head_);
+  head.cs_partial_flush();
+  head.acquire_mem();
+  pm4::Pm4 tail(gen_, tail_);
+  tail.release_mem({reinterpret_cast<std::uint64_t>(word_), 0, pm4::DataSel::Data64, pm4::IntSel::None, 0, true});
+  tail.release_mem({mailbox_, signal_event_, pm4::DataSel::Low32, pm4::IntSel::InterruptAfterWriteConfirm,
+                    signal_event_, false});
+  pm4::Pm4(gen_, stamp_).release_mem(
+      {control_.address + kStamps, 0, pm4::DataSel::GpuClock, pm4::IntSel::None, 0, false});
+}
+
 void Device::ring_doorbell(Ring& r) {
   std::uint64_t pointer = r.bytes ? r.wptr * 4 : r.wptr;
   std::atomic_thread_fence(std::memory_order_release);  // packets before the pointer
@@ -937,41 +1073,57 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
                    std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times, const char** failure) {
   auto& d = self(edge);
   d.submitted_ = v;  // "the last value rig gave the driver's submit", even if it fails
-  if (d.faulted_.load()) {
-    std::lock_guard g(d.fault_mutex_);
-    return d.failed(failure, d.fault_);
+  if (!times && !d.faulted_.load() && !d.stopped_) {
+    if (const auto* t = d.lone_launch(parts, count, wait_count)) {
+      d.submit_lone(*t, parts[0].work.launch, v);
+      return RIG_COMMITTED;
+    }
   }
-  if (d.stopped_) return d.failed(failure, "submit after stop");
+  return d.submit_parts(parts, count, waits, wait_count, v, times, failure);
+}
+
+int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_wait* waits, std::uint32_t wait_count,
+                         std::uint64_t v, std::uint64_t* times, const char** failure) {
+  if (faulted_.load()) {
+    std::lock_guard g(fault_mutex_);
+    return failed(failure, fault_);
+  }
+  if (stopped_) return failed(failure, "submit after stop");
   try {
-    pm4::Pm4 pc(d.gen_, std::span(d.compute_.words, d.compute_.dwords), d.compute_.wptr);
-    sdma::Sdma ps(std::span(d.copy_.words, d.copy_.dwords), d.copy_.wptr);
-    const std::uint64_t seq_c = d.control_.address + kComputeSequence, seq_s = d.control_.address + kCopySequence;
-    const std::uint64_t stamps = d.control_.address + kStamps + (v % kFlights) * 16;
+    pm4::Pm4 pc(gen_, std::span(compute_.words, compute_.dwords), compute_.wptr);
+    sdma::Sdma ps(std::span(copy_.words, copy_.dwords), copy_.wptr);
+    const std::uint64_t seq_c = control_.address + kComputeSequence, seq_s = control_.address + kCopySequence;
+    const std::uint64_t stamps = control_.address + kStamps + (v % kFlights) * 16;
     bool copies = false;
     for (std::uint32_t i = 0; i < count; ++i) copies |= parts[i].queue == 1;
     // Foreign waits: the producer's word, which the GPU reaches through rig_words.
-    auto words_begin = d.words_map_.address, words_end = d.words_map_.address + d.words_map_.bytes;
+    auto words_begin = words_map_.address, words_end = words_map_.address + words_map_.bytes;
     for (std::uint32_t w = 0; w < wait_count; ++w) {
       auto address = reinterpret_cast<std::uint64_t>(waits[w].word);
       if (address < words_begin || address + 8 > words_end)
-        return d.failed(failure, fmt::format("value {} waits for device {}'s word at {:#x}, outside rig_words, "
+        return failed(failure, fmt::format("value {} waits for device {}'s word at {:#x}, outside rig_words, "
                                              "which its queues cannot read", v, waits[w].device, address));
       pc.wait_mem64(address, pm4::Compare::GreaterEqual, waits[w].value);
     }
+    // A GPU clock stored at `address` when the work before it is done.
+    auto stamp = [&](std::uint64_t address) {
+      const std::uint64_t at = pc.position();
+      pc.packets(stamp_);
+      compute_.set64(at + pm4::kReleaseMemAddress, address);
+    };
     // Device order: the previous value's dispatches are done and its writes visible.
-    pc.cs_partial_flush();
-    pc.acquire_mem();
-    d.timed_[v % kFlights] = times != nullptr;
+    pc.packets(head_);
+    timed_[v % kFlights] = times != nullptr;
     if (times) {
       std::memset(reinterpret_cast<void*>(stamps), 0, 16);
-      pc.release_mem({stamps, 0, pm4::DataSel::GpuClock, pm4::IntSel::None, 0, false});
+      stamp(stamps);
     }
     if (copies) {  // the copy queue starts this value after the compute queue got here
-      pc.release_mem({seq_c, ++d.compute_sequence_, pm4::DataSel::Low32, pm4::IntSel::None, 0, false});
-      ps.poll_mem(seq_c, sdma::Compare::GreaterEqual, d.compute_sequence_);
+      pc.release_mem({seq_c, ++compute_sequence_, pm4::DataSel::Low32, pm4::IntSel::None, 0, false});
+      ps.poll_mem(seq_c, sdma::Compare::GreaterEqual, compute_sequence_);
     }
     // Which parts a part of the other queue follows: they signal when done.
-    for (std::uint32_t i = 0; i < count; ++i) d.signal_at_[i] = 0;
+    for (std::uint32_t i = 0; i < count; ++i) signal_at_[i] = 0;
     std::array<bool, 64> signals{};
     for (std::uint32_t i = 0; i < count; ++i)
       for (std::uint32_t a = 0; a < parts[i].after_count; ++a) {
@@ -984,10 +1136,10 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
       for (std::uint32_t a = 0; a < part.after_count; ++a) {
         auto j = part.after[a];
         if (j >= i || parts[j].queue == part.queue) continue;
-        if (on_copy) ps.poll_mem(seq_c, sdma::Compare::GreaterEqual, d.signal_at_[j]);
-        else pc.wait_mem32(seq_s, pm4::Compare::GreaterEqual, d.signal_at_[j]);
+        if (on_copy) ps.poll_mem(seq_c, sdma::Compare::GreaterEqual, signal_at_[j]);
+        else pc.wait_mem32(seq_s, pm4::Compare::GreaterEqual, signal_at_[j]);
       }
-      Ring& ring = on_copy ? d.copy_ : d.compute_;
+      Ring& ring = on_copy ? copy_ : compute_;
       std::uint64_t start = on_copy ? ps.position() : pc.position();
       switch (part.kind) {
         case RIG_KIND_WORDS:
@@ -1004,53 +1156,54 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
             if (capacity > fill_words.size()) big.resize(capacity), buffer = big.data();
             FillQueue q{buffer, capacity, 0, on_copy ? kEngineSdma : kEnginePm4, 0, v};
             if (int code = f.fn(&q, f.arg, v))
-              return d.failed(failure, fmt::format("the fill of value {} part {} returned {}", v, i, code));
+              return failed(failure, fmt::format("the fill of value {} part {} returned {}", v, i, code));
             if (q.count > capacity)
-              return d.failed(failure, fmt::format("the fill of value {} part {} wrote {} dwords, more than its {}", v,
+              return failed(failure, fmt::format("the fill of value {} part {} wrote {} dwords, more than its {}", v,
                                                    i, q.count, capacity));
             words = {buffer, q.count};
           }
           // The writers' positions move on past the words placed by hand.
           ring.wptr = start;
-          d.place_words(ring, words, on_copy);
+          place_words(ring, words, on_copy);
           if (on_copy) ps = sdma::Sdma(std::span(ring.words, ring.dwords), ring.wptr);
-          else pc = pm4::Pm4(d.gen_, std::span(ring.words, ring.dwords), ring.wptr);
-          d.mark(start, part.queue, v, i, part.kind == RIG_KIND_WORDS ? "words" : "a fill");
+          else pc = pm4::Pm4(gen_, std::span(ring.words, ring.dwords), ring.wptr);
+          mark(start, part.queue, v, i, part.kind == RIG_KIND_WORDS ? "words" : "a fill");
           break;
         }
         case RIG_KIND_COPY:
-          d.mark(start, 1, v, i, part.work.copy.fill >= 0 ? "a fill of memory" : "a copy");
-          d.copy(ps, part.work.copy);
+          mark(start, 1, v, i, part.work.copy.fill >= 0 ? "a fill of memory" : "a copy");
+          copy(ps, part.work.copy);
           break;
         case RIG_KIND_LAUNCH: {
           auto* t = static_cast<const LaunchTemplate*>(part.work.launch.launch);
-          d.mark(start, 0, v, i, t->name);
-          d.launch(pc, part.work.launch, v);
+          mark(start, 0, v, i, t->name);
+          launch(pc, part.work.launch, v);
           break;
         }
       }
       if (signals[i]) {
-        if (on_copy) ps.fence(seq_s, d.signal_at_[i] = ++d.copy_sequence_);
-        else pc.release_mem({seq_c, d.signal_at_[i] = ++d.compute_sequence_, pm4::DataSel::Low32});
+        if (on_copy) ps.fence(seq_s, signal_at_[i] = ++copy_sequence_);
+        else pc.release_mem({seq_c, signal_at_[i] = ++compute_sequence_, pm4::DataSel::Low32});
       }
     }
     if (copies) {  // the value's copies are done before its word
-      ps.fence(seq_s, ++d.copy_sequence_);
-      pc.wait_mem32(seq_s, pm4::Compare::GreaterEqual, d.copy_sequence_);
+      ps.fence(seq_s, ++copy_sequence_);
+      pc.wait_mem32(seq_s, pm4::Compare::GreaterEqual, copy_sequence_);
     }
-    if (times) pc.release_mem({stamps + 8, 0, pm4::DataSel::GpuClock, pm4::IntSel::None, 0, false});
-    pc.release_mem({reinterpret_cast<std::uint64_t>(d.word_), v, pm4::DataSel::Data64, pm4::IntSel::None, 0, true});
-    pc.release_mem({d.mailbox_, d.signal_event_, pm4::DataSel::Low32, pm4::IntSel::InterruptAfterWriteConfirm,
-                    d.signal_event_, false});
-    d.compute_.wptr = pc.position();
-    d.flights_[d.flight_head_++ % kFlights] = {v, d.compute_.wptr, copies ? ps.position() : d.copy_.wptr, d.kernarg_pos_};
+    if (times) stamp(stamps + 8);
+    // The word takes v, then sleepers are woken.
+    const std::uint64_t tail = pc.position();
+    pc.packets(tail_);
+    compute_.set64(tail + pm4::kReleaseMemData, v);
+    compute_.wptr = pc.position();
+    flights_[flight_head_++ % kFlights] = {v, compute_.wptr, copies ? ps.position() : copy_.wptr, kernarg_pos_};
     if (copies) {
-      d.copy_.wptr = ps.position();
-      d.ring_doorbell(d.copy_);
+      copy_.wptr = ps.position();
+      ring_doorbell(copy_);
     }
-    d.ring_doorbell(d.compute_);
+    ring_doorbell(compute_);
   } catch (const std::exception& e) {
-    return d.failed(failure, fmt::format("encoding value {}: {}", v, e.what()));
+    return failed(failure, fmt::format("encoding value {}: {}", v, e.what()));
   }
   return RIG_COMMITTED;
 }
@@ -1097,14 +1250,29 @@ std::string Device::describe_stop(int queue) const {
   std::string packet = queue == 0 ? fmt::format("PM4 header {:#010x} (opcode {:#04x})", header, (header >> 8) & 0xff)
                                   : fmt::format("SDMA header {:#010x} (opcode {})", header, header & 0xff);
   std::string where;
-  {
-    std::lock_guard g(marks_mutex_);
-    const Mark* best = nullptr;
-    for (std::uint64_t i = mark_count_ > kMarks ? mark_count_ - kMarks : 0; i < mark_count_; ++i) {
+  // The last mark at or before rptr, read whole: again if a mark was written meanwhile (a
+  // submit on another thread), a few times at most.
+  constexpr auto relaxed = std::memory_order_relaxed;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const std::uint64_t sequence = marks_sequence_.load(std::memory_order_acquire);
+    if (sequence % 2) continue;
+    const std::uint64_t count = sequence / 2;
+    bool found = false;
+    std::uint64_t best_position = 0, value = 0;
+    std::uint32_t part = 0;
+    const char* what = "";
+    for (std::uint64_t i = count > kMarks ? count - kMarks : 0; i < count; ++i) {
       const auto& m = marks_[i % kMarks];
-      if (int(m.queue) == queue && m.position <= rptr && (!best || m.position >= best->position)) best = &m;
+      const std::uint64_t position = m.position.load(relaxed);
+      if (int(m.queue.load(relaxed)) == queue && position <= rptr && (!found || position >= best_position)) {
+        found = true, best_position = position;
+        value = m.value.load(relaxed), part = m.part.load(relaxed), what = m.what.load(relaxed);
+      }
     }
-    if (best) where = fmt::format(" in {} (value {} part {})", best->what, best->value, best->part);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (marks_sequence_.load(relaxed) != sequence) continue;
+    if (found) where = fmt::format(" in {} (value {} part {})", what, value, part);
+    break;
   }
   return fmt::format("{} stopped at ring dword {:#x}, {}{}", queue == 0 ? "COMPUTE:0" : "COPY:0", rptr, packet, where);
 }

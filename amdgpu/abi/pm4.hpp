@@ -125,6 +125,10 @@ constexpr std::uint32_t kEventWriteBody = 1;
 constexpr std::uint32_t kIndirectBufferBody = 3;
 constexpr std::uint32_t kDispatchDirectBody = 4;
 constexpr std::uint32_t kIndirectBufferMaxDwords = (1u << 20) - 1;  // ib_size is 20 bits
+// Where a RELEASE_MEM's fields lie, in dwords from its header: the address (low, high) and
+// the data (low, high), for packets encoded once and patched as they are copied.
+constexpr std::uint32_t kReleaseMemAddress = 3;
+constexpr std::uint32_t kReleaseMemData = 5;
 
 // An end-of-pipe release: after all earlier work of the queue completes, the caches named
 // are written back/invalidated, `data` (as data_sel says) is written at `address`, and an
@@ -193,7 +197,6 @@ class Pm4 {
     need(std::uint32_t(words.size()));
     emit(words);
   }
-
   // Dwords of a SET_SH_REG of n registers, of a NOP body, of a WRITE_DATA of n dwords.
   static constexpr std::uint32_t set_sh_reg_size(std::uint32_t n) { return 2 + n; }
   static constexpr std::uint32_t write_data_size(std::uint32_t n) { return 4 + n; }

@@ -208,6 +208,33 @@ TEST_CASE("a kernel's access outside mapped memory loses the device, naming the 
   CHECK(sim.faults().back().find("global_store_b32") != std::string::npos);
 }
 
+TEST_CASE("a launch that repeats a built geometry and faults is named as the first launch is") {
+  // The first launch of store builds its packets; the second, of the same geometry, is a
+  // value of that one launch, which the driver copies whole and patches: its fault must
+  // still name the kernel, the value and the part.
+  auto& sim = simulator();
+  Opened gpu(sim);
+  Function f = resolve(gpu, gpu_kernels(), "store");
+  Buffer out = filled(gpu, std::vector<std::uint32_t>{0});
+  auto good = launch_part(gpu, f, 12, {0}, 0, 1);
+  Run first;
+  first.set(good.block(0), 8, std::uint32_t(7));
+  Buffer writes[] = {out};
+  submit(good, first, {}, writes).wait();
+  CHECK(contents<std::uint32_t>(out)[0] == 7);
+  auto bad = launch_part(gpu, f, 12, {}, 0, 0);
+  Run second;
+  second.set(bad.block(0), 0, std::uint64_t(0xdead0000));
+  second.set(bad.block(0), 8, std::uint32_t(1));
+  try {
+    submit(bad, second, {}, {}).wait();
+    FAIL("the wait returned");
+  } catch (const Lost& e) {
+    CHECK(e.why().find("page fault at 0xdead0000") != std::string::npos);
+    CHECK(e.why().find("in store (value 2 part 0)") != std::string::npos);
+  }
+}
+
 TEST_CASE("an instruction outside the interpreter's subset faults, naming its opcode") {
   auto& sim = simulator();
   Opened gpu(sim);

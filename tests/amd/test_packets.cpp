@@ -203,6 +203,23 @@ TEST_CASE("PM4 packets wrap around the ring's end") {
   CHECK(as<sim::ReleaseMem>(ps[0]).data == 77);
 }
 
+TEST_CASE("a RELEASE_MEM's address and data lie where the driver patches them") {
+  // The driver encodes its values' stores once and patches the address and the value into
+  // each copy: patched, the copy reads as one encoded with them.
+  std::array<std::uint32_t, 8> copy{};
+  pm4::Pm4(pm4::Gen::Gfx11, copy).release_mem({0, 0, pm4::DataSel::Data64});
+  const std::uint64_t address = 0x7f0012345678, data = 0x1122334455667788;
+  auto put64 = [&](std::uint32_t at, std::uint64_t x) { copy[at] = std::uint32_t(x), copy[at + 1] = std::uint32_t(x >> 32); };
+  put64(pm4::kReleaseMemAddress, address);
+  put64(pm4::kReleaseMemData, data);
+  std::array<std::uint32_t, 8> encoded{};
+  pm4::Pm4(pm4::Gen::Gfx11, encoded).release_mem({address, data, pm4::DataSel::Data64});
+  CHECK(copy == encoded);
+  auto ps = pm4_packets(copy);
+  CHECK(as<sim::ReleaseMem>(ps[0]).address == address);
+  CHECK(as<sim::ReleaseMem>(ps[0]).data == data);
+}
+
 TEST_CASE("a PM4 packet that does not fit writes nothing") {
   std::array<std::uint32_t, 6> w{};
   pm4::Pm4 p(pm4::Gen::Gfx11, w);
