@@ -9,13 +9,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include <sched.h>
 
 #include "../tools/machine.hpp"
 #include "amd.hpp"  // amdgpu/
@@ -105,6 +109,16 @@ class OwnDriver {
     for (auto& r : regions_) driver_->free(r);
   }
 
+  // `bytes` of the GPU's memory that the host writes, as it writes the driver's rings.
+  std::span<std::byte> host_memory(std::size_t bytes) {
+    auto region = driver_->alloc(Memory::Pinned, bytes);
+    if (!region) throw std::runtime_error(fmt::format("{} has no memory for the bench's floor", name_));
+    regions_.push_back(*region);
+    auto* host = reinterpret_cast<std::byte*>(*driver_->locate(*region).host);
+    std::memset(host, 0, bytes);  // its pages are there before the timing
+    return {host, bytes};
+  }
+
   // room + submit of the next value, as rig calls them; throws with the driver's reason.
   void submit() {
     if (int room = table_->room(edge_, &part_, 1, 0); room != RIG_FITS)
@@ -172,11 +186,14 @@ class OwnDriver {
 
 // A thread that reads bytes another thread wrote, as a GPU's command processor reads its
 // ring: read() hands it a range of a circular area and returns once it has read them.
+// Between reads it sleeps, taking no CPU from the bursts being timed.
 class Reader {
  public:
   Reader() : thread_([this] { run(); }) {}
   ~Reader() {
     stop_.store(true);
+    asked_.store(true, std::memory_order_release);
+    asked_.notify_one();
     thread_.join();
   }
   Reader(const Reader&) = delete;
@@ -186,16 +203,15 @@ class Reader {
   void read(std::span<const std::byte> area, std::uint64_t from, std::uint64_t to) {
     area_ = area, from_ = from, to_ = to;
     asked_.store(true, std::memory_order_release);
-    while (asked_.load(std::memory_order_acquire)) std::this_thread::yield();
+    asked_.notify_one();
+    asked_.wait(true, std::memory_order_acquire);
   }
 
  private:
   void run() {
-    while (!stop_.load()) {
-      if (!asked_.load(std::memory_order_acquire)) {
-        std::this_thread::yield();
-        continue;
-      }
+    while (true) {
+      asked_.wait(false, std::memory_order_acquire);
+      if (stop_.load()) return;
       std::uint64_t sum = 0;
       for (std::uint64_t i = from_; i < to_; i += 8) {
         std::uint64_t x = 0;
@@ -205,6 +221,7 @@ class Reader {
       }
       sum_ = sum_ + sum;
       asked_.store(false, std::memory_order_release);
+      asked_.notify_one();
     }
   }
 
@@ -213,6 +230,34 @@ class Reader {
   volatile std::uint64_t sum_ = 0;  // what it read, kept
   std::atomic<bool> asked_{false}, stop_{false};
   std::thread thread_;
+};
+
+// Confines every thread of the process to the CPU the caller runs on while it lives, and
+// gives each its CPUs back after.
+class OneCpu {
+ public:
+  OneCpu() {
+    const int cpu = sched_getcpu();
+    if (cpu < 0) throw std::runtime_error(fmt::format("sched_getcpu: {}", std::strerror(errno)));
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      const pid_t tid = std::stoi(task.path().filename().string());
+      cpu_set_t had;
+      if (sched_getaffinity(tid, sizeof had, &had) != 0) continue;  // the thread has ended
+      if (sched_setaffinity(tid, sizeof one, &one) != 0) continue;
+      saved_.emplace_back(tid, had);
+    }
+  }
+  ~OneCpu() {
+    for (auto& [tid, had] : saved_) sched_setaffinity(tid, sizeof had, &had);
+  }
+  OneCpu(const OneCpu&) = delete;
+  OneCpu& operator=(const OneCpu&) = delete;
+
+ private:
+  std::vector<std::pair<pid_t, cpu_set_t>> saved_;
 };
 
 double ns_since(std::chrono::steady_clock::time_point t0) {
@@ -240,11 +285,12 @@ Figure driver_part(const Device& device, int repeats) {
     throw std::runtime_error(fmt::format("{}: one launch took {} bytes of kernel arguments, which wrapped", device.name(), k));
   std::vector<std::byte> arguments(after.kernargs + before.kernargs_taken % after.kernarg_bytes,
                                    after.kernargs + before.kernargs_taken % after.kernarg_bytes + k);
-  // The floor's ring and argument area, of the driver's sizes, and a reader on another
-  // thread that reads what each burst wrote, as the command processor reads the driver's:
-  // the writes then find the lines another core read, as the driver's do.
-  std::vector<std::uint32_t> ring(dwords);
-  std::vector<std::byte> area(after.kernarg_bytes);
+  // The floor's ring and argument area, of the driver's sizes and in the GPU's memory, as
+  // the driver's are, and a reader on another thread that reads what each burst wrote, as
+  // the command processor reads the driver's.
+  const std::span<std::byte> ring_bytes = own.host_memory(dwords * 4);
+  const std::span<std::uint32_t> ring(reinterpret_cast<std::uint32_t*>(ring_bytes.data()), dwords);
+  const std::span<std::byte> area = own.host_memory(after.kernarg_bytes);
   std::uint64_t at = 0, taken = 0;
   Reader reader;
 
@@ -280,17 +326,24 @@ Figure driver_part(const Device& device, int repeats) {
       asm volatile("" : : "r"(ring.data()), "r"(area.data()) : "memory");  // the copies are kept
     }
     const double ns = ns_since(t0);
-    reader.read(std::as_bytes(std::span(ring)), first_dword * 4, at * 4);
-    reader.read(std::span<const std::byte>(area), first_byte, taken);
+    reader.read(ring_bytes, first_dword * 4, at * 4);
+    reader.read(area, first_byte, taken);
     return ns;
   };
+  // Every thread on one CPU, the simulator's and the reader's included: where the command
+  // processor is a thread on another CPU of the host, the driver's figure carries that CPU's
+  // cache traffic over the ring, which varies with where the two CPUs and the driver's
+  // memory happen to lie (docs/bench.md), and which hardware's command processor does not
+  // cause. Both figures are taken so.
+  const OneCpu one_cpu;
   const std::uint64_t bursts = 50'000 / kBurst;
-  for (std::uint64_t i = 0; i < bursts / 10; ++i) driver_burst(), memcpy_burst();  // warm up
+  // Warm up over a lap of both areas at least, so that no page is touched first when timed.
+  const std::uint64_t lap = std::max(dwords / n, after.kernarg_bytes / std::max<std::uint64_t>(k, 1)) / kBurst + 1;
+  for (std::uint64_t i = 0; i < std::max(bursts / 10, lap); ++i) driver_burst(), memcpy_burst();
   std::vector<double> driver_ns, memcpy_ns;
-  for (int r = 0; r < repeats; ++r) {  // taking turns, so both see the machine alike
+  for (int r = 0; r < repeats; ++r) {
     double d = 0, m = 0;
-    for (std::uint64_t i = 0; i < bursts; ++i) d += driver_burst();
-    for (std::uint64_t i = 0; i < bursts; ++i) m += memcpy_burst();
+    for (std::uint64_t i = 0; i < bursts; ++i) d += driver_burst(), m += memcpy_burst();  // taking turns
     driver_ns.push_back(d / double(bursts * kBurst));
     memcpy_ns.push_back(m / double(bursts * kBurst));
   }
