@@ -307,33 +307,36 @@ class Device final : public edge::Driver {
   std::uint64_t mailbox_ = 0;
   bool events_made_[3] = {};
 
-  // The hand-over's state: under rig's turn (room, submit, settle one at a time).
+  // The hand-over's state: under rig's turn (room, submit, settle one at a time). What a
+  // submission reads lies here and above, on a few cache lines; the large arrays come last.
+  bool stopped_ = false;
+  std::atomic<bool> faulted_{false};  // set by sleep, read by submit
   std::uint64_t submitted_ = 0;
   std::uint64_t kernarg_pos_ = 0, kernarg_tail_ = 0;
   std::uint32_t compute_sequence_ = 0, copy_sequence_ = 0;
-  std::array<Flight, kFlights> flights_{};
-  std::uint64_t flight_head_ = 0, flight_tail_ = 0;  // [tail, head) are in flight
-  // Where parts start, for fault reports: submit writes them while sleep, on any thread, may
-  // read them to describe a fault. The count is odd while a mark is being written.
-  std::array<Mark, kMarks> marks_{};
-  std::atomic<std::uint64_t> marks_sequence_{0};  // twice the marks written
-  std::set<std::string, std::less<>> names_;  // kernels' names, for marks (under mutex_)
-  std::array<std::uint8_t, kFlights> timed_{};
-  std::array<std::uint32_t, 64> signal_at_{};  // per part: the sequence value it signals
+  std::uint64_t flight_head_ = 0, flight_tail_ = 0;  // [tail, head) of flights_ are in flight
+  std::atomic<std::uint64_t> marks_sequence_{0};  // twice the marks written: odd while one is
   // A value's packets that are the same for every value, encoded at open and copied: its head
   // (the barrier before its work), its tail (the word's store, its value patched, and the
   // interrupt that wakes sleepers) and a timestamp's store (its slot patched).
   std::array<std::uint32_t, kFlushDwords + kAcquireDwords> head_{};
   std::array<std::uint32_t, 2 * kReleaseDwords> tail_{};
   std::array<std::uint32_t, kReleaseDwords> stamp_{};
+  std::array<std::uint32_t, 64> signal_at_{};  // per part: the sequence value it signals
   std::uint64_t sync_gpu_ = 0, sync_host_ = 0;  // a GPU clock reading and the host's time then
+  std::set<std::string, std::less<>> names_;  // kernels' names, for marks (under mutex_)
 
-  // Faults, from sleep; read by submit.
-  std::atomic<bool> faulted_{false};
+  // Faults, from sleep: the fault's description, and failures handed to rig (they outlive
+  // the calls).
   std::mutex fault_mutex_;
   std::string fault_;
-  std::deque<std::string> messages_;  // failures handed to rig: they outlive the calls
-  bool stopped_ = false;
+  std::deque<std::string> messages_;
+
+  std::array<Flight, kFlights> flights_{};
+  std::array<std::uint8_t, kFlights> timed_{};
+  // Where parts start, for fault reports: submit writes them while sleep, on any thread, may
+  // read them to describe a fault, under marks_sequence_.
+  std::array<Mark, kMarks> marks_{};
 };
 
 const rig_driver Device::kTable{room, submit, commit, settle, nullptr};
