@@ -94,10 +94,16 @@ struct BuiltLaunch {
   // The user SGPRs that take the dispatch packet's and kernel arguments' addresses and the
   // dispatch id, counted from the first; -1 where the kernel takes none.
   std::int8_t packet_sgpr = -1, kernarg_sgpr = -1, id_sgpr = -1;
-  // A value that is this launch alone: the device's head, the packets, the device's tail;
-  // where the packets' user SGPRs and the word's value lie in it.
-  std::vector<std::uint32_t> value;
-  std::uint32_t value_user_at = 0, value_word_at = 0;
+  // A value that is this launch alone, untimed ([0]) and timed ([1]): the device's head, a
+  // timestamp's store if timed, the packets, another if timed, the device's tail; where
+  // the packets start in it, and the fields each launch patches: the first user SGPR's
+  // value, the word's value, the stamps' addresses.
+  struct Lone {
+    std::vector<std::uint32_t> words;
+    std::uint32_t packets_at = 0, user_at = 0, word_at = 0;
+    std::array<std::uint32_t, 2> stamps_at{};
+  };
+  std::array<Lone, 2> lone;
   std::vector<std::byte> kernargs;
 
   bool same(const rig_launch& l, std::uint64_t scratch_at, std::uint64_t scratch_size) const {
@@ -249,10 +255,10 @@ class Device final : public edge::Driver {
   [[gnu::noinline]] int submit_parts(const rig_part* parts, std::uint32_t count, const rig_wait* waits,
                                      std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times,
                                      const char** failure);
-  // A value that is one launch of a geometry built before, untimed and waiting for nothing:
-  // its template, else null.
+  // A value that is one launch of a geometry built before, waiting for nothing: its
+  // template, else null.
   const LaunchTemplate* lone_launch(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
-  void submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v);
+  void submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v, bool timed);
   // Whether a lone launch of t fits the queues as last reclaimed.
   bool lone_fits(const LaunchTemplate& t) const;
   // Where kernel-argument position `pos` lies in their area (a power of two, as the opener
@@ -818,15 +824,22 @@ const LaunchTemplate* Device::lone_launch(const rig_part* parts, std::uint32_t c
   return t && t->built.same(l, scratch_.address, scratch_.bytes) ? t : nullptr;
 }
 
-void Device::submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v) {
+void Device::submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v, bool timed) {
   const BuiltLaunch& b = t.built;
+  const BuiltLaunch::Lone& lone = b.lone[timed];
   const std::uint64_t start = compute_.wptr;
-  mark(start + head_.size(), 0, v, 0, t.name);
-  timed_[v % kFlights] = false;
+  mark(start + lone.packets_at, 0, v, 0, t.name);
+  timed_[v % kFlights] = timed;
   const std::uint64_t args = place_kernargs(t, l);
-  compute_.put(b.value);
-  patch_user(b, start + b.value_user_at, args, v);
-  compute_.set64(start + b.value_word_at, v);
+  compute_.put(lone.words);
+  patch_user(b, start + lone.user_at, args, v);
+  compute_.set64(start + lone.word_at, v);
+  if (timed) {
+    const std::uint64_t stamps = control_.address + kStamps + (v % kFlights) * 16;
+    std::memset(reinterpret_cast<void*>(stamps), 0, 16);
+    compute_.set64(start + lone.stamps_at[0], stamps);
+    compute_.set64(start + lone.stamps_at[1], stamps + 8);
+  }
   flights_[flight_head_++ % kFlights] = {v, compute_.wptr, copy_.wptr, kernarg_pos_};
   ring_doorbell(compute_);
 }
@@ -1023,11 +1036,18 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
   pc.cs_partial_flush();  // the next part starts once this dispatch has completed
   b.packets.assign(words.begin(), words.begin() + pc.size());
   b.user_at = user_at;
-  b.value.assign(head_.begin(), head_.end());
-  b.value.insert(b.value.end(), b.packets.begin(), b.packets.end());
-  b.value_user_at = std::uint32_t(head_.size()) + user_at;
-  b.value_word_at = std::uint32_t(b.value.size()) + pm4::kReleaseMemData;
-  b.value.insert(b.value.end(), tail_.begin(), tail_.end());
+  for (bool timed : {false, true}) {  // the lone values, as submit_parts would write them
+    auto& lone = b.lone[timed];
+    auto& w = lone.words;
+    auto at = [&] { return std::uint32_t(w.size()); };
+    w.assign(head_.begin(), head_.end());
+    if (timed) lone.stamps_at[0] = at() + pm4::kReleaseMemAddress, w.insert(w.end(), stamp_.begin(), stamp_.end());
+    lone.packets_at = at(), lone.user_at = at() + user_at;
+    w.insert(w.end(), b.packets.begin(), b.packets.end());
+    if (timed) lone.stamps_at[1] = at() + pm4::kReleaseMemAddress, w.insert(w.end(), stamp_.begin(), stamp_.end());
+    lone.word_at = at() + pm4::kReleaseMemData;
+    w.insert(w.end(), tail_.begin(), tail_.end());
+  }
   std::memcpy(b.geometry.data(), geometry(l), kGeometryBytes);
   b.scratch_address = scratch_.address, b.scratch_bytes = scratch_.bytes;
   b.valid = true;
@@ -1076,9 +1096,9 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
                    std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times, const char** failure) {
   auto& d = self(edge);
   d.submitted_ = v;  // "the last value rig gave the driver's submit", even if it fails
-  if (!times && !d.faulted_.load() && !d.stopped_) {
+  if (!d.faulted_.load() && !d.stopped_) {
     if (const auto* t = d.lone_launch(parts, count, wait_count)) {
-      d.submit_lone(*t, parts[0].work.launch, v);
+      d.submit_lone(*t, parts[0].work.launch, v, times != nullptr);
       return RIG_COMMITTED;
     }
   }
