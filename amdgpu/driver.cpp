@@ -166,6 +166,7 @@ struct Ring {
   volatile std::uint64_t* wptr_memory = nullptr;
   volatile std::uint64_t* rptr_memory = nullptr;
   volatile std::uint64_t* doorbell = nullptr;
+  void* doorbell_page = nullptr;  // its mapping, unmapped at stop
   std::uint32_t queue_id = 0;
   bool created = false;
   bool bytes = false;  // SDMA pointers count bytes, PM4 pointers dwords
@@ -427,6 +428,7 @@ KfdResult<void> Device::make_queue(Ring& r, std::uint32_t bytes, std::uint32_t t
   std::uint64_t page = made->doorbell_offset & ~(kDoorbellBytes - 1);
   auto bell = seam_.mmap(nullptr, kDoorbellBytes, PROT_READ | PROT_WRITE, MAP_SHARED, kfd_.kfd_fd(), off_t(page));
   if (!bell) return std::unexpected(KfdError{"mapping the doorbells: " + os::describe(bell.error()), bell.error()});
+  r.doorbell_page = *bell;
   r.doorbell = reinterpret_cast<volatile std::uint64_t*>(static_cast<std::byte*>(*bell) +
                                                          (made->doorbell_offset - page));
   return {};
@@ -1350,6 +1352,7 @@ void Device::stop(std::string_view) {
   stopped_ = true;
   for (Ring* r : {&compute_, &copy_}) {
     if (r->created) kfd_.destroy_queue(r->queue_id), r->created = false;
+    if (r->doorbell_page) seam_.munmap(r->doorbell_page, kDoorbellBytes), r->doorbell_page = nullptr;
     drop_block(r->ring);
   }
   std::uint32_t ids[3] = {signal_event_, memory_event_, hw_event_};

@@ -344,13 +344,15 @@ TEST_CASE("room refuses what the queues can never hold") {
   CHECK_THROWS_AS(submit(words_part(d, words_buffer(d, big)), run, {}, {}), std::invalid_argument);
 }
 
-TEST_CASE("closing returns every buffer, queue and event the device made, and it opens again") {
+TEST_CASE("closing returns every buffer, queue, event and doorbell mapping the device made, and it opens again") {
   auto& sim = simulator();
   {
     Opened d(sim);
     CHECK(sim.live_queues() == 2);
+    CHECK(sim.live_doorbell_maps() == 2);  // one per queue
   }
   CHECK(sim.live_queues() == 0);
+  CHECK(sim.live_doorbell_maps() == 0);
   CHECK(sim.live_events() == 0);
   CHECK(sim.live_buffers() == 1);  // the process's event page, which KFD keeps until exit
   // The name opens a new device, on the same KFD process state (render node, event page).

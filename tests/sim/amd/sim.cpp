@@ -113,7 +113,8 @@ struct Simulator::Impl final : gfx11::Memory {
   std::map<std::uint32_t, std::unique_ptr<Queue>> queues;
   std::uint32_t next_queue = 1;
   int doorbell_fd = -1;
-  std::byte* doorbells = nullptr;  // the simulator's view of the doorbell page
+  std::byte* doorbells = nullptr;  // the doorbell page, as the engines and the driver map it
+  std::size_t doorbell_maps = 0;   // mappings of it handed out and not unmapped
   std::vector<std::string> fault_log;
   // Held engines sleep until released (or their queue is destroyed): while a test holds
   // them they take no CPU from the threads it times. Under hold_mutex: the engines running
@@ -321,9 +322,12 @@ std::expected<void*, int> Simulator::mmap(void* addr, std::size_t length, int pr
     if ((off & (3ull << 62)) != kMmapTypeDoorbell || ((off >> kGpuIdShift) & 0xffff) != s.config.gpu_id)
       return std::unexpected(-EINVAL);
     if (length != kDoorbellPage || (off & 0x3fffffffffffull) != 0) return std::unexpected(-EINVAL);
-    void* v = ::mmap(addr, length, prot, flags, s.doorbell_fd, 0);
-    if (v == MAP_FAILED) return std::unexpected(-errno);
-    return v;
+    if (flags & MAP_FIXED) return std::unexpected(-EINVAL);
+    // Every mapping is the engines' own, so that a doorbell's store and an engine's load of
+    // it are one address (ThreadSanitizer then sees the order they give), counted until
+    // unmapped.
+    ++s.doorbell_maps;
+    return static_cast<void*>(s.doorbells);
   }
   // The render node: a buffer's pages, by its mmap offset.
   for (auto& [h, b] : s.buffers) {
@@ -341,6 +345,11 @@ int Simulator::munmap(void* addr, std::size_t length) {
   auto& s = *impl_;
   {
     std::lock_guard g(s.mutex);
+    if (addr == s.doorbells) {  // the doorbell page stays the engines' (mmap)
+      if (length != kDoorbellPage || !s.doorbell_maps) return -EINVAL;
+      --s.doorbell_maps;
+      return 0;
+    }
     s.host_maps.erase(reinterpret_cast<std::uint64_t>(addr));
   }
   return os::system().munmap(addr, length);
@@ -698,6 +707,10 @@ std::uint64_t Simulator::clock() const { return impl_->clock(); }
 std::size_t Simulator::live_buffers() const {
   std::lock_guard g(impl_->mutex);
   return impl_->buffers.size();
+}
+std::size_t Simulator::live_doorbell_maps() const {
+  std::lock_guard g(impl_->mutex);
+  return impl_->doorbell_maps;
 }
 std::size_t Simulator::live_queues() const {
   std::lock_guard g(impl_->mutex);

@@ -66,6 +66,7 @@ class Simulator final : public os::Seam {
   std::size_t live_buffers() const;
   std::size_t live_queues() const;
   std::size_t live_events() const;
+  std::size_t live_doorbell_maps() const;  // mappings of the doorbell page not unmapped
   std::size_t open_files() const;
   // Dispatches run and instructions interpreted so far; packets decoded per engine.
   std::uint64_t dispatches() const;
