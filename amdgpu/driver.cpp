@@ -262,9 +262,21 @@ class Device final : public edge::Driver {
   void submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v, bool timed);
   // Whether a lone launch of t fits the queues as last reclaimed.
   bool lone_fits(const LaunchTemplate& t) const;
+  // Whether a submission planned as p fits the queues as last reclaimed.
+  bool fits(const Plan& p) const;
   // Where kernel-argument position `pos` lies in their area (a power of two, as the opener
   // checks).
   std::uint64_t kernarg_offset(std::uint64_t pos) const { return pos & (kernargs_.bytes - 1); }
+  // The bytes kernel arguments of `bytes` take from position `at`: those skipped to the
+  // area's start when they would straddle its end, and theirs.
+  std::uint64_t kernarg_cost(std::uint64_t at, std::uint64_t bytes) const {
+    const std::uint64_t left = kernargs_.bytes - kernarg_offset(at);
+    return bytes <= left ? bytes : left + bytes;
+  }
+  // Where value v's (start, end) GPU clocks go: its slot of the control page's stamps.
+  std::uint64_t stamps_of(std::uint64_t v) const { return control_.address + kStamps + (v % kFlights) * 16; }
+  // Records whether value v is timed; a timed value's slot is zeroed for its work to write.
+  void time_value(std::uint64_t v, bool timed);
   // Places a launch's kernel arguments: returns their address.
   std::uint64_t place_kernargs(const LaunchTemplate& t, const rig_launch& l);
   // Writes the per-launch user SGPRs of launches whose USER_DATA_0 value lies at ring
@@ -785,8 +797,7 @@ Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t wait
         p.compute += kLaunchDwords;
         auto* t = static_cast<const LaunchTemplate*>(part.work.launch.launch);
         std::uint64_t bytes = round_up(t->kernarg_bytes, 64) + 64;  // + a dispatch packet
-        std::uint64_t left = kernargs_.bytes - kernarg_offset(kernarg_at);
-        std::uint64_t cost = bytes <= left ? bytes : left + bytes;
+        const std::uint64_t cost = kernarg_cost(kernarg_at, bytes);
         kernarg_at += cost, p.kernargs += cost;
         break;
       }
@@ -831,27 +842,35 @@ void Device::submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint
   const BuiltLaunch::Lone& lone = b.lone[timed];
   const std::uint64_t start = compute_.wptr;
   mark(start + lone.packets_at, 0, v, 0, t.name);
-  timed_[v % kFlights] = timed;
+  time_value(v, timed);
   const std::uint64_t args = place_kernargs(t, l);
   compute_.put(lone.words);
   patch_user(b, start + lone.user_at, args, v);
   compute_.set64(start + lone.word_at, v);
   if (timed) {
-    const std::uint64_t stamps = control_.address + kStamps + (v % kFlights) * 16;
-    std::memset(reinterpret_cast<void*>(stamps), 0, 16);
-    compute_.set64(start + lone.stamps_at[0], stamps);
-    compute_.set64(start + lone.stamps_at[1], stamps + 8);
+    compute_.set64(start + lone.stamps_at[0], stamps_of(v));
+    compute_.set64(start + lone.stamps_at[1], stamps_of(v) + 8);
   }
   flights_[flight_head_++ % kFlights] = {v, compute_.wptr, copy_.wptr, kernarg_pos_};
   ring_doorbell(compute_);
 }
 
 bool Device::lone_fits(const LaunchTemplate& t) const {
-  // What plan() would find, without its walk.
-  const std::uint64_t bytes = t.built.kernargs.size(), left = kernargs_.bytes - kernarg_offset(kernarg_pos_);
-  const std::uint64_t kernargs = bytes <= left ? bytes : left + bytes;
-  return compute_.wptr + kValueDwords + kLaunchDwords - compute_.tail <= compute_.dwords &&
-         kernarg_pos_ + kernargs - kernarg_tail_ <= kernargs_.bytes && flight_head_ - flight_tail_ < kFlights;
+  Plan p;  // what plan() would find, without its walk
+  p.compute = kValueDwords + kLaunchDwords;
+  p.kernargs = kernarg_cost(kernarg_pos_, t.built.kernargs.size());
+  return fits(p);
+}
+
+bool Device::fits(const Plan& p) const {
+  return compute_.wptr + p.compute - compute_.tail <= compute_.dwords &&
+         copy_.wptr + p.copy - copy_.tail <= copy_.dwords &&
+         kernarg_pos_ + p.kernargs - kernarg_tail_ <= kernargs_.bytes && flight_head_ - flight_tail_ < kFlights;
+}
+
+void Device::time_value(std::uint64_t v, bool timed) {
+  timed_[v % kFlights] = timed;
+  if (timed) std::memset(reinterpret_cast<void*>(stamps_of(v)), 0, 16);
 }
 
 int Device::room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits) {
@@ -876,11 +895,7 @@ int Device::room_for(const rig_part* parts, std::uint32_t count, std::uint32_t w
     std::atomic_thread_fence(std::memory_order_seq_cst);
     compute_sequence_ = copy_sequence_ = 0;
   }
-  bool fits = compute_.wptr + p.compute - compute_.tail <= compute_.dwords &&
-              copy_.wptr + p.copy - copy_.tail <= copy_.dwords &&
-              kernarg_pos_ + p.kernargs - kernarg_tail_ <= kernargs_.bytes &&
-              flight_head_ - flight_tail_ < kFlights;
-  if (fits) return RIG_FITS;
+  if (fits(p)) return RIG_FITS;
   return idle ? RIG_NEVER : RIG_LATER;
 }
 
@@ -920,8 +935,7 @@ std::uint64_t Device::place_kernargs(const LaunchTemplate& t, const rig_launch& 
   // dispatch packet for kernels that read one (dispatch_ptr).
   const BuiltLaunch& b = t.built;
   const std::uint64_t bytes = b.kernargs.size();
-  if (kernarg_offset(kernarg_pos_) + bytes > kernargs_.bytes)
-    kernarg_pos_ += kernargs_.bytes - kernarg_offset(kernarg_pos_);
+  kernarg_pos_ += kernarg_cost(kernarg_pos_, bytes) - bytes;  // to the start if they would straddle the end
   const std::uint64_t at = kernargs_.address + kernarg_offset(kernarg_pos_);
   kernarg_pos_ += bytes;
   auto* args = reinterpret_cast<std::byte*>(at);
@@ -1118,7 +1132,7 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
     pm4::Pm4 pc(gen_, std::span(compute_.words, compute_.dwords), compute_.wptr);
     sdma::Sdma ps(std::span(copy_.words, copy_.dwords), copy_.wptr);
     const std::uint64_t seq_c = control_.address + kComputeSequence, seq_s = control_.address + kCopySequence;
-    const std::uint64_t stamps = control_.address + kStamps + (v % kFlights) * 16;
+    const std::uint64_t stamps = stamps_of(v);
     bool copies = false;
     for (std::uint32_t i = 0; i < count; ++i) copies |= parts[i].queue == 1;
     // Foreign waits: the producer's word, which the GPU reaches through rig_words.
@@ -1138,11 +1152,8 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
     };
     // Device order: the previous value's dispatches are done and its writes visible.
     pc.packets(head_);
-    timed_[v % kFlights] = times != nullptr;
-    if (times) {
-      std::memset(reinterpret_cast<void*>(stamps), 0, 16);
-      stamp(stamps);
-    }
+    time_value(v, times != nullptr);
+    if (times) stamp(stamps);
     if (copies) {  // the copy queue starts this value after the compute queue got here
       pc.release_mem({seq_c, ++compute_sequence_, pm4::DataSel::Low32, pm4::IntSel::None, 0, false});
       ps.poll_mem(seq_c, sdma::Compare::GreaterEqual, compute_sequence_);
@@ -1250,7 +1261,7 @@ int Device::settle(void* edge, std::uint64_t v, std::uint64_t* times, const char
   auto& d = self(edge);
   if (times[0] || times[1]) return RIG_OK;  // "a later call finds the times written and leaves them"
   if (!d.timed_[v % kFlights]) return d.failed(failure, fmt::format("value {} was not timed", v));
-  auto* stamps = reinterpret_cast<const volatile std::uint64_t*>(d.control_host_ + kStamps + (v % kFlights) * 16);
+  auto* stamps = reinterpret_cast<const volatile std::uint64_t*>(d.stamps_of(v));
   std::uint64_t start = stamps[0], end = stamps[1];
   if (!start || !end) return d.failed(failure, fmt::format("value {} has a stamp its work never wrote", v));
   if (rig_now_ns() - d.sync_host_ > 1'000'000'000) d.correlate();  // drift stays small
