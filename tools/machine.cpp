@@ -55,15 +55,15 @@ os::Seam& amd_seam() {
 std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& report) {
   std::vector<Gpu> out;
 #if defined(RIG_HAVE_AMD)
-  const bool simulated = &amd_seam() != &os::system();
+  auto* simulator = amd_simulator();
   if (auto gpus = amd::gpus(amd_seam()))
     for (const auto& g : *gpus)
       out.push_back({fmt::format("AMD:{}", g.index),
                      fmt::format("the AMD driver on GPU {} ({}) through KFD{}", g.index, g.arch,
-                                 simulated ? ", simulated (RIG_SIM=amd)" : ""),
+                                 simulator ? ", simulated (RIG_SIM=amd)" : ""),
                      [i = g.index] { return amd::opener(i, amd_seam()); },
                      1,  // submit rings the doorbells itself (amdgpu/amd.hpp)
-                     simulated ? std::function<void(bool)>([](bool held) { amd_simulator()->hold(held); })
+                     simulator ? std::function<void(bool)>([simulator](bool held) { simulator->hold(held); })
                                : std::function<void(bool)>()});
 #endif
 #if RIG_TOOL_CUDA
