@@ -710,21 +710,19 @@ void take(std::span<const Buffer> read, std::span<const std::vector<Buffer>> don
         if (r.allocation() == b.allocation()) b.allocation()->device->refuse("a memory both read and donated");
     }
   // Each group whole, or else under read claims only.
+  auto read_claim = [&](const Buffer& b) {
+    claim::read(b);
+    claims.read_.push_back(b);
+  };
   try {
     for (const auto& group : donate) {
       if (hold_exclusive(group, claims.id())) {
         claims.exclusive_.push_back(&group);
         continue;
       }
-      for (const auto& b : group) {
-        claim::read(b);
-        claims.read_.push_back(b);
-      }
+      for (const auto& b : group) read_claim(b);
     }
-    for (const auto& b : read) {
-      claim::read(b);
-      claims.read_.push_back(b);
-    }
+    for (const auto& b : read) read_claim(b);
   } catch (...) {
     give_back(claims);
     throw;
