@@ -1,11 +1,11 @@
-// rig's AMD driver over the KFD (amd.hpp). Read in the contract's order: opening, facts,
+// rig's AMD driver over the KFD (rig/amd.hpp). Read in the contract's order: opening, facts,
 // memory, code, the C functions (room, submit, commit, settle), sleeping and faults, stop.
 //
 // The queues' rings, their read/write pointers, the sequence words and the timestamp slots
 // are driver memory mapped for host and GPU at one address; the host writes packets into the
 // rings, stores the write pointer and rings the doorbell. The device's progress is the
 // timeline word (rig_words[index]), which a RELEASE_MEM at the end of each value writes.
-#include "amd.hpp"
+#include <rig/amd.hpp>
 
 #include <rig/amd_abi.hpp>
 

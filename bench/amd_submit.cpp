@@ -22,7 +22,7 @@
 #include <sched.h>
 
 #include "../tools/machine.hpp"
-#include "amd.hpp"  // amdgpu/
+#include <rig/amd.hpp>
 
 extern const unsigned char rig_amd_bench_kernels[];
 extern const std::size_t rig_amd_bench_kernels_size;

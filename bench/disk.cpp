@@ -23,7 +23,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "../disk/disk.hpp"
+#include <rig/disk.hpp>
 #include "bench.hpp"
 
 namespace rig::bench {

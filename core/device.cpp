@@ -10,7 +10,7 @@
 
 #include <pthread.h>
 
-#include "../host/host_driver.hpp"
+#include "local.hpp"
 #include "state.hpp"
 
 namespace rig {
@@ -214,9 +214,26 @@ bool point_reached(std::uint64_t bits) {
   return d->reached(v);
 }
 
-Result<Device> open_driver(std::string name, const Make& make) { return open_named(std::move(name), make); }
+namespace {
 
-Result<Device> open_io_driver(std::string name, const std::function<Result<std::unique_ptr<edge::Io>>()>& make) {
+// Error where an opener was made with other headers than this library's (edge::Opener).
+std::optional<std::string> mismatched(const std::string& name, std::string_view rig_version) {
+  if (rig_version == RIG_VERSION) return std::nullopt;
+  return fmt::format("{}: its driver was built against rig {}, and this library is rig {}: a driver pins "
+                     "the exact rig version it is built against; rebuild it with rig {}'s headers",
+                     name, rig_version, RIG_VERSION, RIG_VERSION);
+}
+
+}  // namespace
+
+Result<Device> open_driver(std::string name, std::string_view rig_version, const Make& make) {
+  if (auto why = mismatched(name, rig_version)) return std::unexpected(*why);
+  return open_named(std::move(name), make);
+}
+
+Result<Device> open_io_driver(std::string name, std::string_view rig_version,
+                              const std::function<Result<std::unique_ptr<edge::Io>>()>& make) {
+  if (auto why = mismatched(name, rig_version)) return std::unexpected(*why);
   return open_named(name, [&](std::uint16_t index) -> Result<std::shared_ptr<DeviceState>> {
     auto made = make();
     if (!made) return std::unexpected(fmt::format("{}: {}", name, made.error()));
@@ -499,6 +516,24 @@ void Device::close() {
   d.lose("closed");
 }
 
+std::span<const std::string_view> drivers() {
+  static constexpr std::string_view built[] = {
+      "host", "memory",
+#if RIG_DRIVER_AMD
+      "amd",
+#endif
+#if RIG_DRIVER_CUDA
+      "cuda",
+#endif
+#if RIG_DRIVER_DISK
+      "disk",
+#endif
+  };
+  return built;
+}
+
+std::string_view version() { return RIG_VERSION; }
+
 void interrupt() noexcept { detail::interrupts.fetch_add(1, std::memory_order_relaxed); }
 
 void fail(std::string_view why) {
@@ -527,32 +562,13 @@ std::vector<Device> devices() {
   return out;
 }
 
-Device host() {
-  static Device h = [] {
-    auto opened = detail::open_named(
-        "CPU",
-        [](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
-          return cpu::make_host_driver(word);
-        },
-        true);
-    if (!opened) throw std::runtime_error(opened.error());
-    opened->state().runs_on_host = true;
-    return *opened;
-  }();
-  return h;
-}
-
-Device memory_device(std::string_view name) {
-  if (name.empty()) throw std::invalid_argument("memory_device: the name is empty");
-  if (name == "CPU") throw std::invalid_argument("memory_device: CPU is the host device's name");
-  host();  // the host device holds index 0
-  auto opened = detail::open_named(std::string(name), [](volatile std::uint64_t* word)
-                                                          -> Result<std::unique_ptr<edge::Driver>> {
-    return cpu::make_memory_driver(word);
-  });
-  if (!opened) throw std::runtime_error(opened.error());
-  opened->state().runs_on_host = true;
-  return *opened;
+Result<Device> detail::open_local(const edge::Opener<>& opener, bool host_index) {
+  auto opened = open_named(
+      opener.name,
+      [&](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> { return opener.make(word); },
+      host_index);
+  if (opened) opened->state().runs_on_host = true;
+  return opened;
 }
 
 // --- Point --------------------------------------------------------------------------------

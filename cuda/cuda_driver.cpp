@@ -1,7 +1,7 @@
-// cuda_driver.cpp — the CUDA driver (cuda_driver.hpp), in the contract's order: opening and
+// cuda_driver.cpp — the CUDA driver (rig/cuda.hpp), in the contract's order: opening and
 // facts, memory, code, the five C functions, sleeping and stopping; then the record's
 // graphs (Rig_cuda_abi) and the opener.
-#include "cuda_driver.hpp"
+#include <rig/cuda.hpp>
 
 #include <dlfcn.h>
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
-// The DISK io device (disk.hpp): files read and written through io_uring, or pread/pwrite.
-#include "disk.hpp"
+// The DISK io device (rig/disk.hpp): files read and written through io_uring, or pread/pwrite.
+#include <rig/disk.hpp>
 
 #include <fmt/format.h>
 #include <liburing.h>

@@ -14,6 +14,8 @@ PACKAGES = [
     "pocl-opencl-icd", "ocl-icd-opencl-dev", "opencl-headers", "fio",
     # AMD: the code-object reader (LLVM), test kernels (clang, lld), and real code objects.
     "llvm-19-dev", "clang-19", "lld-19", "librocsparse0",
+    # Building against the installed rig (examples/), and its Debian packages.
+    "cmake", "make", "dpkg-dev", "debhelper", "lintian",
 ]
 
 
@@ -42,13 +44,13 @@ def install(packages=PACKAGES):
     run(*sudo, "apt-get", "install", "-y", "-qq", *missing, env=env)
 
 
-def build(directory, *options):
-    """Configures `directory` (once) with `options`, then builds it."""
+def build(directory, *options, targets=()):
+    """Configures `directory` (once) with `options`, then builds `targets` (all by default)."""
     path = os.path.join(ROOT, directory)
     if not os.path.exists(os.path.join(path, "build.ninja")):
         shutil.rmtree(path, ignore_errors=True)  # a setup that failed half-way
         run("meson", "setup", directory, *options)
-    run("ninja", "-C", directory)
+    run("ninja", "-C", directory, *targets)
     return path
 
 

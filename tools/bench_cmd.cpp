@@ -1,6 +1,7 @@
 // `rig bench [NAMES] [--json] [--device NAME] [--compare BASELINE.json]`: runs benches and
 // prints rig's figures beside their floors; with a device, runs the benches that take one on
 // it; with a baseline, marks each figure more than 10 % worse than the baseline's and fails.
+#include <rig/config.h>
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
@@ -44,7 +45,7 @@ std::vector<Bench> all_benches() {
       {"copy", bench::copy, bench::refuses_memory},  // host, a memory device and a fake device, or the device
       {"alloc", bench::alloc, bench::refuses_memory},  // the host device, or the device
   };
-#if defined(RIG_BENCH_DISK)
+#if RIG_DRIVER_DISK
   out.push_back({"disk", bench::disk, nullptr});  // a DISK device of its own, beside fio
 #endif
   return out;
@@ -136,7 +137,7 @@ int bench(const BenchOptions& options) {
       return 2;
     }
   }
-#if defined(RIG_BENCH_DISK)
+#if RIG_DRIVER_DISK
   if (std::find(names.begin(), names.end(), "disk") != names.end()) {
     try {
       bench::disk_bytes();

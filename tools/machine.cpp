@@ -1,6 +1,8 @@
 // The devices of this machine that the rig tool reaches by name (machine.hpp).
 #include "machine.hpp"
 
+#include <rig/config.h>
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -8,21 +10,21 @@
 #include <optional>
 #include <string_view>
 
-#if defined(RIG_BENCH_DISK)
-#include "../disk/disk.hpp"
+#if RIG_DRIVER_DISK
+#include <rig/disk.hpp>
 #endif
-#if defined(RIG_HAVE_AMD)
-#include "amd.hpp"  // amdgpu/
+#if RIG_DRIVER_AMD
+#include <rig/amd.hpp>
 #include "sim.hpp"  // tests/sim/amd/
 #endif
-#if RIG_TOOL_CUDA
-#include "cuda_driver.hpp"  // rig::cuda::device_count, rig::cuda::opener
+#if RIG_DRIVER_CUDA
+#include <rig/cuda.hpp>
 #endif
 
 namespace rig::tool {
 namespace {
 
-#if defined(RIG_HAVE_AMD) || RIG_TOOL_CUDA
+#if RIG_DRIVER_AMD || RIG_DRIVER_CUDA
 // The GPU index in `name` after `prefix` ("AMD:0" after "AMD:"), or nullopt.
 std::optional<int> index_after(std::string_view name, std::string_view prefix) {
   if (!name.starts_with(prefix) || name.size() == prefix.size()) return std::nullopt;
@@ -34,7 +36,7 @@ std::optional<int> index_after(std::string_view name, std::string_view prefix) {
 }
 #endif
 
-#if defined(RIG_HAVE_AMD)
+#if RIG_DRIVER_AMD
 // The seam AMD GPUs are reached through: the system's, or with RIG_SIM=amd a simulated
 // gfx1100, the same one for every command of the tool.
 sim::amd::Simulator* amd_simulator() {
@@ -54,7 +56,7 @@ os::Seam& amd_seam() {
 
 std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& report) {
   std::vector<Gpu> out;
-#if defined(RIG_HAVE_AMD)
+#if RIG_DRIVER_AMD
   auto* simulator = amd_simulator();
   if (auto gpus = amd::gpus(amd_seam()))
     for (const auto& g : *gpus)
@@ -62,17 +64,17 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
                      fmt::format("the AMD driver on GPU {} ({}) through KFD{}", g.index, g.arch,
                                  simulator ? ", simulated (RIG_SIM=amd)" : ""),
                      [i = g.index] { return amd::opener(i, amd_seam()); },
-                     1,  // submit rings the doorbells itself (amdgpu/amd.hpp)
+                     1,  // submit rings the doorbells itself (rig/amd.hpp)
                      simulator ? std::function<void(bool)>([simulator](bool held) { simulator->hold(held); })
                                : std::function<void(bool)>()});
 #endif
-#if RIG_TOOL_CUDA
+#if RIG_DRIVER_CUDA
   // Where libcuda is absent or too old, say why and list none.
   if (auto gpus = rig::cuda::device_count()) {
     for (int i = 0; i < *gpus; ++i)
       out.push_back({fmt::format("CUDA:{}", i), fmt::format("the CUDA driver on GPU {} through libcuda", i),
                      [i] { return rig::cuda::opener(i); },
-                     1,  // CUDA runs what is enqueued: submit always commits (cuda/cuda_driver.hpp)
+                     1,  // CUDA runs what is enqueued: submit always commits (rig/cuda.hpp)
                      {}});
   } else {
     report(fmt::format("CUDA: {}", gpus.error()));
@@ -96,14 +98,14 @@ std::vector<Device> open_all(const std::function<void(const std::string&)>& repo
 
 std::vector<std::string> device_names() {
   std::vector<std::string> out{"CPU (the host device)", "MEM, or any name starting with MEM (a new memory device)"};
-#if defined(RIG_BENCH_DISK)
+#if RIG_DRIVER_DISK
   out.push_back("DISK (the disk io device)");
 #endif
-#if defined(RIG_HAVE_AMD)
+#if RIG_DRIVER_AMD
   if (auto gpus = amd::gpus(amd_seam()))
     for (const auto& g : *gpus) out.push_back(fmt::format("AMD:{} ({})", g.index, g.arch));
 #endif
-#if RIG_TOOL_CUDA
+#if RIG_DRIVER_CUDA
   if (auto gpus = rig::cuda::device_count()) {
     for (int i = 0; i < *gpus; ++i) out.push_back(fmt::format("CUDA:{}", i));
   } else {
@@ -116,10 +118,10 @@ std::vector<std::string> device_names() {
 Result<Device> open_named(const std::string& name) {
   if (name == "CPU") return host();
   if (name.starts_with("MEM")) return memory_device(name);
-#if defined(RIG_BENCH_DISK)
+#if RIG_DRIVER_DISK
   if (name == "DISK") return open_io(rig::disk::opener());
 #endif
-#if defined(RIG_HAVE_AMD)
+#if RIG_DRIVER_AMD
   if (auto index = index_after(name, "AMD:")) {
     auto gpus = amd::gpus(amd_seam());
     if (!gpus) return std::unexpected(fmt::format("no device is named {}: {}", name, gpus.error()));
@@ -127,7 +129,7 @@ Result<Device> open_named(const std::string& name) {
       if (g.index == *index) return open(amd::opener(g.index, amd_seam()));
   }
 #endif
-#if RIG_TOOL_CUDA
+#if RIG_DRIVER_CUDA
   if (auto index = index_after(name, "CUDA:")) {
     auto gpus = rig::cuda::device_count();
     if (!gpus) return std::unexpected(fmt::format("no device is named {}: {}", name, gpus.error()));

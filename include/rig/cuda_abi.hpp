@@ -128,7 +128,7 @@ struct Kernel {
 // Warning: a submission whose work launches handle must keep the graph
 // (Submission::make(…, keep = {graph.keep()})). Otherwise the graph may be destroyed, and its
 // modules unloaded, while its work runs: a graph collected between two of the submission's
-// submits is destroyed at the next operation the driver names (cuda_driver.hpp), and the
+// submits is destroyed at the next operation the driver names (rig/cuda.hpp), and the
 // next submit's fill launches a destroyed graph.
 class Graph {
  public:

@@ -7,6 +7,7 @@
 // Opener to rig::open.
 #pragma once
 
+#include <rig/config.h>
 #include <rig/rig_edge.h>
 
 #include <chrono>
@@ -267,17 +268,24 @@ class Io {
 // An opener of a named device. Making one opens nothing: make opens a new device handle
 // whose timeline word lies at `word`, or gives an Error when it cannot, such as when the
 // hardware is missing. make may raise the word's value, never lower it.
+//
+// A driver built outside rig pins the exact rig version it was built against (the contract
+// may change in any minor release): `rig_version` is the version of the headers the opener
+// was made with, which rig::open compares with the library's own and refuses when they
+// differ. Leave it as it is.
 template <class T = Driver>
 struct Opener {
   std::string name;
   std::function<Result<std::unique_ptr<T>>(volatile std::uint64_t* word)> make;
+  std::string_view rig_version = RIG_VERSION;
 };
 
-// An opener of a named io device.
+// An opener of a named io device; rig_version as for Opener.
 template <class T = Io>
 struct IoOpener {
   std::string name;
   std::function<Result<std::unique_ptr<T>>()> make;
+  std::string_view rig_version = RIG_VERSION;
 };
 
 }  // namespace edge

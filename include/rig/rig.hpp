@@ -169,6 +169,13 @@ void fail(std::string_view why);
 std::optional<std::string> failure();
 // The devices open now, in the order they opened.
 std::vector<Device> devices();
+// The drivers built into this rig, by the names its build options give them: "host" and
+// "memory" always, then those of "amd", "cuda" and "disk" whose dependencies the build had
+// (rig/config.h says the same to the preprocessor: RIG_DRIVER_AMD, …).
+std::span<const std::string_view> drivers();
+// This rig's version, "MAJOR.MINOR.PATCH": the library's, which may differ from the headers'
+// RIG_VERSION only where a program was built against other headers than it runs with.
+std::string_view version();
 
 // A value of a device's timeline: 16 bits of device index, 48 bits of value.
 class Point {
@@ -628,14 +635,15 @@ const T* Device::capability(const edge::Key<T>& key) const {
 }
 
 namespace detail {
-Result<Device> open_io_driver(std::string name, const std::function<Result<std::unique_ptr<edge::Io>>()>& make);
-Result<Device> open_driver(std::string name,
+Result<Device> open_io_driver(std::string name, std::string_view rig_version,
+                              const std::function<Result<std::unique_ptr<edge::Io>>()>& make);
+Result<Device> open_driver(std::string name, std::string_view rig_version,
                            const std::function<Result<std::unique_ptr<edge::Driver>>(volatile std::uint64_t*)>& make);
 }
 
 template <class T>
 Result<Device> open(const edge::Opener<T>& opener) {
-  return detail::open_driver(opener.name, [&](volatile std::uint64_t* word)
+  return detail::open_driver(opener.name, opener.rig_version, [&](volatile std::uint64_t* word)
                                               -> Result<std::unique_ptr<edge::Driver>> {
     auto made = opener.make(word);
     if (!made) return std::unexpected(made.error());
@@ -645,7 +653,7 @@ Result<Device> open(const edge::Opener<T>& opener) {
 
 template <class T>
 Result<Device> open_io(const edge::IoOpener<T>& opener) {
-  return detail::open_io_driver(opener.name, [&]() -> Result<std::unique_ptr<edge::Io>> {
+  return detail::open_io_driver(opener.name, opener.rig_version, [&]() -> Result<std::unique_ptr<edge::Io>> {
     auto made = opener.make();
     if (!made) return std::unexpected(made.error());
     return std::unique_ptr<edge::Io>(std::move(*made));

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "amd.hpp"
+#include <rig/amd.hpp>
 #include "conformance.hpp"
 #include "pm4.hpp"
 #include "sim.hpp"
@@ -95,7 +95,7 @@ conformance::Target simulator_target() {
   conformance::Target t;
   t.name = name;
   t.about = fmt::format("the AMD driver on the simulator of tests/sim/amd (a gfx1100 per device, hang_ms {})", kHangMs);
-  t.commit_bound = 1;  // submit rings the doorbells itself (amdgpu/amd.hpp)
+  t.commit_bound = 1;  // submit rings the doorbells itself (rig/amd.hpp)
   t.image.assign(reinterpret_cast<const std::byte*>(rig_amd_conformance_kernels),
                  reinterpret_cast<const std::byte*>(rig_amd_conformance_kernels) + rig_amd_conformance_kernels_size);
   t.function = "conf_nothing";

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "amd.hpp"
+#include <rig/amd.hpp>
 #include "sim.hpp"
 
 namespace rig::test::amd {

@@ -1,5 +1,5 @@
 // The AMD driver (amdgpu/) on the simulator (tests/sim/amd/), through rig's public API: each
-// test is one promise of amdgpu/amd.hpp.
+// test is one promise of rig/amd.hpp.
 #include <doctest/doctest.h>
 
 #include <rig/amd_abi.hpp>

@@ -3,6 +3,7 @@
 
 #include <rig/rig.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -64,6 +65,46 @@ TEST_CASE("an opener that fails gives an Error naming the device") {
   REQUIRE(!d);
   CHECK(d.error().find("NOPE") != std::string::npos);
   CHECK(d.error().find("no such hardware") != std::string::npos);
+}
+
+TEST_CASE("open refuses an opener made with another rig version's headers, and opens it with this one's") {
+  std::string name = unique("FAKE");
+  auto [opener, control] = fake::opener(name);
+  CHECK(opener.rig_version == RIG_VERSION);  // made with these headers
+  int made = 0;  // a refused opener's make is never called
+  auto stale = opener;
+  stale.make = [&made, make = opener.make](volatile std::uint64_t* word) { return ++made, make(word); };
+  stale.rig_version = "0.0.7";
+  auto refused = open(stale);
+  REQUIRE(!refused);
+  CHECK(refused.error().find(name) != std::string::npos);
+  CHECK(refused.error().find("built against rig 0.0.7") != std::string::npos);
+  CHECK(refused.error().find(std::string("this library is rig ") + RIG_VERSION) != std::string::npos);
+  CHECK(made == 0);
+  auto opened = open(opener);  // the refusal left nothing behind
+  REQUIRE(opened);
+  CHECK(opened->name() == name);
+  opened->close();
+  rig::edge::IoOpener<> io{"IO-STALE", [] { return rig::Result<std::unique_ptr<rig::edge::Io>>(nullptr); }};
+  io.rig_version = "9.9.9";
+  auto io_refused = open_io(io);
+  REQUIRE(!io_refused);
+  CHECK(io_refused.error().find("built against rig 9.9.9") != std::string::npos);
+}
+
+TEST_CASE("drivers() names the drivers rig/config.h says are built in, and version() the headers' version") {
+  std::vector<std::string_view> built(drivers().begin(), drivers().end());
+  REQUIRE(built.size() >= 2);
+  CHECK(built[0] == "host");
+  CHECK(built[1] == "memory");
+  auto has = [&](std::string_view d) { return std::find(built.begin(), built.end(), d) != built.end(); };
+  CHECK(has("amd") == bool(RIG_DRIVER_AMD));
+  CHECK(has("cuda") == bool(RIG_DRIVER_CUDA));
+  CHECK(has("disk") == bool(RIG_DRIVER_DISK));
+  CHECK(built.size() == 2u + RIG_DRIVER_AMD + RIG_DRIVER_CUDA + RIG_DRIVER_DISK);
+  CHECK(version() == RIG_VERSION);
+  CHECK(std::string(RIG_VERSION) == std::to_string(RIG_VERSION_MAJOR) + "." + std::to_string(RIG_VERSION_MINOR) +
+                                        "." + std::to_string(RIG_VERSION_PATCH));
 }
 
 TEST_CASE("open refuses facts that break the contract") {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "conformance.hpp"
-#include "cuda_driver.hpp"
+#include <rig/cuda.hpp>
 #include "fake_libcuda.h"
 #include "fake_libcuda_path.h"
 
@@ -36,7 +36,7 @@ conformance::Target fake_target() {
 
   conformance::Target t = conformance::driver_target(
       "CUDA-FAKE:0", [] { return rig::cuda::opener(0, RIG_FAKE_LIBCUDA_PATH); },
-      1,  // CUDA runs what is enqueued: submit always commits (cuda/cuda_driver.hpp)
+      1,  // CUDA runs what is enqueued: submit always commits (rig/cuda.hpp)
       "the CUDA driver on the fake libcuda of tests/sim/cuda (its streams on host threads), GPU 0");
   t.image.resize(kImage.size());
   std::memcpy(t.image.data(), kImage.data(), kImage.size());

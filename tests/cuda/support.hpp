@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_driver.hpp"
+#include <rig/cuda.hpp>
 #include "fake_libcuda.h"
 
 namespace rig::cuda::test {

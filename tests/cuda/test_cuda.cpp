@@ -1,5 +1,5 @@
 // The CUDA driver through rig's public API and the Rig_cuda_abi record: what
-// cuda/cuda_driver.hpp promises, on the fake libcuda (CI) or on a real GPU (device-check).
+// rig/cuda.hpp promises, on the fake libcuda (CI) or on a real GPU (device-check).
 #include <doctest/doctest.h>
 
 #include <rig/cuda_abi.hpp>

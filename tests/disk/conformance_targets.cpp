@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "conformance.hpp"
-#include "disk.hpp"
+#include <rig/disk.hpp>
 
 namespace {
 

@@ -2,7 +2,7 @@
 // Every test runs on both engines: "DISK" (io_uring where it works) and "DISK-PREAD".
 #include <doctest/doctest.h>
 
-#include "disk.hpp"
+#include <rig/disk.hpp>
 
 #include <rig/rig.hpp>
 

@@ -1,4 +1,4 @@
-// cuda_driver.hpp — CUDA GPUs as rig devices, through libcuda loaded at run time.
+// cuda.hpp — CUDA GPUs as rig devices, through libcuda loaded at run time.
 //
 // The library is the path an opener is given, else RIG_LIBCUDA when that is set (a path),
 // and libcuda.so.1 otherwise. rig has no build-time dependency on CUDA: it asks libcuda for
