@@ -8,6 +8,8 @@
 #include <optional>
 #include <string_view>
 
+#include <unistd.h>
+
 #if defined(RIG_BENCH_DISK)
 #include "../disk/disk.hpp"
 #endif
@@ -64,7 +66,8 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
                      [i = g.index] { return amd::opener(i, amd_seam()); },
                      1,  // submit rings the doorbells itself (amdgpu/amd.hpp)
                      simulator ? std::function<void(bool)>([simulator](bool held) { simulator->hold(held); })
-                               : std::function<void(bool)>()});
+                               : std::function<void(bool)>(),
+                     g.bus});
 #endif
 #if RIG_TOOL_CUDA
   // Where libcuda is absent or too old, say why and list none.
@@ -73,7 +76,8 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
       out.push_back({fmt::format("CUDA:{}", i), fmt::format("the CUDA driver on GPU {} through libcuda", i),
                      [i] { return rig::cuda::opener(i); },
                      1,  // CUDA runs what is enqueued: submit always commits (cuda/cuda_driver.hpp)
-                     {}});
+                     {},
+                     std::nullopt});  // libcuda gives the address once the device is open
   } else {
     report(fmt::format("CUDA: {}", gpus.error()));
   }
@@ -82,16 +86,33 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
   return out;
 }
 
-std::vector<Device> open_all(const std::function<void(const std::string&)>& report) {
+std::vector<Device> open_all(const std::function<void(const std::string&)>& report,
+                             std::map<std::string, std::string>* failed_at) {
   std::vector<Device> found{host()};
   for (const auto& gpu : gpu_openers(report)) {
     auto d = open(gpu.make());
-    if (d)
+    if (d) {
       found.push_back(*d);
-    else
+    } else {
       report(d.error());
+      if (failed_at && gpu.bus) (*failed_at)[*gpu.bus] = d.error();
+    }
   }
   return found;
+}
+
+GpuPaths gpu_paths() {
+  GpuPaths paths;
+#if defined(RIG_HAVE_AMD)
+  paths.amd = true;
+  paths.kfd = amd_simulator() || ::access("/dev/kfd", F_OK) == 0;
+  if (auto gpus = amd::gpus(amd_seam()); !gpus) paths.amd_none = gpus.error();
+#endif
+#if RIG_TOOL_CUDA
+  paths.cuda = true;
+  if (auto gpus = rig::cuda::device_count(); !gpus) paths.cuda_none = gpus.error();
+#endif
+  return paths;
 }
 
 std::vector<std::string> device_names() {
