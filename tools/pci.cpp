@@ -19,6 +19,8 @@ extern "C" {
 #include <stdexcept>
 #include <system_error>
 
+#include <unistd.h>
+
 namespace rig::tool {
 namespace {
 
@@ -194,6 +196,10 @@ PciScan scan_gpus(const std::string& sysfs_pci, const RenderNodes& render_nodes)
       scan.notes.push_back(fmt::format("{} left out: {}", address, e.what()));
     }
   }
+  // libpci gives numbers without a word where it has no pci.ids to read.
+  if (!scan.gpus.empty() && a->id_file_name && ::access(a->id_file_name, R_OK) != 0)
+    scan.notes.push_back(fmt::format("no pci.ids at {}: names show as numbers (install the pci.ids package)",
+                                     a->id_file_name));
   std::sort(scan.gpus.begin(), scan.gpus.end(), [](const PciGpu& x, const PciGpu& y) { return x.address < y.address; });
   return scan;
 }
