@@ -1,11 +1,16 @@
-// `rig devices`: the devices this machine can open, with their facts.
+// `rig devices`: the devices this machine can open, with their facts, and the GPUs on its PCI
+// bus, with why rig can or cannot open each.
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <map>
+
 #include "machine.hpp"
+#include "pci.hpp"
 #include "tool.hpp"
 
 
@@ -51,13 +56,82 @@ nlohmann::json describe(const Device& d) {
   };
 }
 
+nlohmann::json optional_text(const std::optional<std::string>& text) {
+  return text ? nlohmann::json(*text) : nlohmann::json();
+}
+
+nlohmann::json describe(const PciGpu& gpu, const Reach& reach) {
+  return {
+      {"address", gpu.address},
+      {"vendor_id", fmt::format("{:04x}", gpu.vendor_id)},
+      {"device_id", fmt::format("{:04x}", gpu.device_id)},
+      {"class_id", fmt::format("{:04x}", gpu.class_id)},
+      {"vendor", gpu.vendor},
+      {"device", gpu.device},
+      {"class", gpu.kind},
+      {"driver", optional_text(gpu.driver)},
+      {"render_node", optional_text(gpu.render_node)},
+      {"opened_as", opened_as(gpu, reach)},
+      {"why", why(gpu, reach)},
+  };
+}
+
+// What rig reached: the devices `found` with their facts' addresses, the GPUs that failed to
+// open by address, and the ways this build has to GPUs.
+Reach reach_of(const std::vector<Device>& found, std::map<std::string, std::string> failed) {
+  Reach reach;
+  for (const auto& d : found) reach.opened.emplace_back(d.name(), d.facts().bus);
+  reach.failed = std::move(failed);
+  GpuPaths paths = gpu_paths();
+  reach.amd_driver = paths.amd;
+  reach.kfd = paths.kfd;
+  reach.amd_none = paths.amd_none;
+  reach.cuda_driver = paths.cuda;
+  reach.cuda_none = paths.cuda_none;
+  return reach;
+}
+
+void print_pci(const PciScan& scan, const Reach& reach) {
+  if (!scan.gpus.empty()) {
+    fmt::print("\nGPUs on the PCI bus ({}):\n", scan.sysfs_pci);
+  } else if (scan.notes.empty()) {
+    fmt::print("\nno GPU on the PCI bus ({})\n", scan.sysfs_pci);
+  } else {
+    fmt::print("\n");
+  }
+  for (const auto& gpu : scan.gpus) {
+    fmt::print("{}  {} {} ({})\n  driver {}  render node {}\n  {}\n", gpu.address, gpu.vendor, gpu.device, gpu.kind,
+               gpu.driver.value_or("none"), gpu.render_node.value_or("none"), why(gpu, reach));
+  }
+  for (const auto& note : scan.notes) fmt::print("{}\n", note);
+}
+
 }  // namespace
 
 int devices(const DevicesOptions& options) {
-  std::vector<Device> found = open_all([](const std::string& why) { fmt::print(stderr, "{}\n", why); });
+  std::map<std::string, std::string> failed;
+  std::vector<Device> found = open_all([](const std::string& why) { fmt::print(stderr, "{}\n", why); }, &failed);
+  Reach reach = reach_of(found, std::move(failed));
+  std::string root = sysfs_pci_root();
+  PciScan scan = scan_gpus(root, render_nodes_for(root));
   if (options.json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& d : found) out.push_back(describe(d));
+    nlohmann::json opened = nlohmann::json::array();
+    for (const auto& d : found) {
+      nlohmann::json device = describe(d);
+      device["pci"] = nullptr;
+      for (const auto& gpu : scan.gpus)
+        if (auto names = opened_as(gpu, reach); std::find(names.begin(), names.end(), d.name()) != names.end())
+          device["pci"] = describe(gpu, reach);
+      opened.push_back(std::move(device));
+    }
+    if (!options.pci) {
+      fmt::print("{}\n", opened.dump(2));
+      return 0;
+    }
+    nlohmann::json gpus = nlohmann::json::array();
+    for (const auto& gpu : scan.gpus) gpus.push_back(describe(gpu, reach));
+    nlohmann::json out = {{"devices", std::move(opened)},
+                          {"pci", {{"sysfs", scan.sysfs_pci}, {"gpus", std::move(gpus)}, {"notes", scan.notes}}}};
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
@@ -74,6 +148,7 @@ int devices(const DevicesOptions& options) {
                f.cache_bytes ? fmt::format("{} KiB", *f.cache_bytes / 1024) : std::string("unknown"),
                fmt::join(queues, "; "));
   }
+  print_pci(scan, reach);
   return 0;
 }
 

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string_view>
 
+#include <unistd.h>
+
 #if RIG_DRIVER_DISK
 #include <rig/disk.hpp>
 #endif
@@ -66,7 +68,8 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
                      [i = g.index] { return amd::opener(i, amd_seam()); },
                      1,  // submit rings the doorbells itself (rig/amd.hpp)
                      simulator ? std::function<void(bool)>([simulator](bool held) { simulator->hold(held); })
-                               : std::function<void(bool)>()});
+                               : std::function<void(bool)>(),
+                     g.bus});
 #endif
 #if RIG_DRIVER_CUDA
   // Where libcuda is absent or too old, say why and list none.
@@ -75,7 +78,8 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
       out.push_back({fmt::format("CUDA:{}", i), fmt::format("the CUDA driver on GPU {} through libcuda", i),
                      [i] { return rig::cuda::opener(i); },
                      1,  // CUDA runs what is enqueued: submit always commits (rig/cuda.hpp)
-                     {}});
+                     {},
+                     std::nullopt});  // libcuda gives the address once the device is open
   } else {
     report(fmt::format("CUDA: {}", gpus.error()));
   }
@@ -84,16 +88,33 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
   return out;
 }
 
-std::vector<Device> open_all(const std::function<void(const std::string&)>& report) {
+std::vector<Device> open_all(const std::function<void(const std::string&)>& report,
+                             std::map<std::string, std::string>* failed_at) {
   std::vector<Device> found{host()};
   for (const auto& gpu : gpu_openers(report)) {
     auto d = open(gpu.make());
-    if (d)
+    if (d) {
       found.push_back(*d);
-    else
+    } else {
       report(d.error());
+      if (failed_at && gpu.bus) (*failed_at)[*gpu.bus] = d.error();
+    }
   }
   return found;
+}
+
+GpuPaths gpu_paths() {
+  GpuPaths paths;
+#if RIG_DRIVER_AMD
+  paths.amd = true;
+  paths.kfd = amd_simulator() || ::access("/dev/kfd", F_OK) == 0;
+  if (auto gpus = amd::gpus(amd_seam()); !gpus) paths.amd_none = gpus.error();
+#endif
+#if RIG_DRIVER_CUDA
+  paths.cuda = true;
+  if (auto gpus = rig::cuda::device_count(); !gpus) paths.cuda_none = gpus.error();
+#endif
+  return paths;
 }
 
 std::vector<std::string> device_names() {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,8 +17,10 @@
 namespace rig::tool {
 
 // The host device, then every GPU that opens; `report` gets a line for each driver or GPU
-// that could not be opened, saying why.
-std::vector<Device> open_all(const std::function<void(const std::string&)>& report);
+// that could not be opened, saying why. Where `failed_at` is given, it also gets that line by
+// PCI address ("0000:03:00.0") for each GPU whose opener knew its address.
+std::vector<Device> open_all(const std::function<void(const std::string&)>& report,
+                             std::map<std::string, std::string>* failed_at = nullptr);
 
 // The device `name` names, opened; Error saying why where there is none of that name.
 Result<Device> open_named(const std::string& name);
@@ -34,7 +37,18 @@ struct Gpu {
   // For a simulated GPU, holds (true) or releases its engines, which then take no new
   // work; empty for a real one.
   std::function<void(bool)> hold_engines;
+  // Its PCI address ("0000:03:00.0"), where the driver knows it before opening.
+  std::optional<std::string> bus;
 };
 std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& report);
+
+// The ways this build of the tool reaches GPUs: whether it has the AMD driver and KFD is
+// there for it (/dev/kfd, or the simulated GPU of RIG_SIM=amd), whether it has the CUDA
+// driver, and why each lists no GPU where it lists none.
+struct GpuPaths {
+  bool amd = false, kfd = false, cuda = false;
+  std::optional<std::string> amd_none, cuda_none;
+};
+GpuPaths gpu_paths();
 
 }  // namespace rig::tool

@@ -13,8 +13,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   rig::tool::DevicesOptions devices;
-  auto* devices_cmd = app.add_subcommand("devices", "list the devices this machine can open, with their facts");
-  devices_cmd->add_flag("--json", devices.json, "print JSON");
+  auto* devices_cmd = app.add_subcommand(
+      "devices", "list the devices this machine can open, with their facts, and the GPUs on its PCI bus");
+  devices_cmd->add_flag("--json", devices.json, "print JSON: the array of opened devices");
+  devices_cmd->add_flag("--pci", devices.pci,
+                        "with --json, print an object: the opened devices, and the GPUs on the PCI bus with "
+                        "why rig can or cannot open each");
 
   rig::tool::DemoOptions demo;
   auto* demo_cmd = app.add_subcommand("demo", "run saxpy and a sum reduction on the host device and verify them");

@@ -15,6 +15,7 @@ int demo(const DemoOptions&);
 
 struct DevicesOptions {
   bool json = false;
+  bool pci = false;  // with json: an object of the opened devices and the GPUs on the PCI bus
 };
 int devices(const DevicesOptions&);
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Checks the rig tool's commands from the outside: rig devices --json lists the host
-device with well-formed facts; rig bench --json prints figures with their floors, runs
+device with well-formed facts, and rig devices shows the GPUs of a fake PCI tree
+(RIG_SYSFS_PCI) with their names, drivers, render nodes and why rig can or cannot open each;
+rig bench --json prints figures with their floors, runs
 benches on the device --device names, and runs the disk bench beside fio; rig demo verifies
 its results; unknown benches, unknown devices and bad arguments are refused."""
 import json
@@ -10,9 +12,11 @@ import subprocess
 import sys
 import tempfile
 
-# check_tool.py RIG [--disk]: with --disk, rig is built with the disk device and has the disk bench.
+# check_tool.py RIG [--disk] [--libcuda FAKE]: with --disk, rig is built with the disk device
+# and has the disk bench; with --libcuda, rig has the CUDA driver and FAKE is the fake libcuda.
 rig = sys.argv[1]
 with_disk = "--disk" in sys.argv[2:]
+fake_libcuda = sys.argv[sys.argv.index("--libcuda") + 1] if "--libcuda" in sys.argv[2:] else None
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check, finish  # noqa: E402  (tests/support/checks.py)
 
@@ -50,6 +54,126 @@ if cpu:
     check("CPU has queues", len(facts["queues"]) >= 1)
     check("CPU's alignment is a power of two", facts["alignment"] & (facts["alignment"] - 1) == 0)
     check("CPU's completion is Host", facts["completion"] == "Host")
+
+
+
+def fake_pci_tree(top):
+    """A sysfs PCI tree as the kernel lays it out, with four GPUs and one function that is no
+    GPU: an AMD Navi 31 bound to amdgpu with a render node (where the simulated gfx1100 of
+    RIG_SIM=amd sits), its HD audio function, an NVIDIA H100 bound to nvidia (where the fake
+    libcuda's CUDA:0 sits), one bound to vfio-pci, and an AMD Navi 21 with no driver."""
+    root = os.path.join(top, "bus", "pci")
+    functions = [("0000:03:00.0", 0x1002, 0x744c, 0x030000, "amdgpu", "renderD128"),
+                 ("0000:03:00.1", 0x1002, 0xab30, 0x040300, "snd_hda_intel", None),
+                 ("0000:1b:00.0", 0x10de, 0x2330, 0x030200, "nvidia", "renderD129"),
+                 ("0000:41:00.0", 0x10de, 0x2331, 0x030200, "vfio-pci", None),
+                 ("0000:c1:00.0", 0x1002, 0x73bf, 0x030000, None, None)]
+    for address, vendor, device, pci_class, driver, render in functions:
+        folder = os.path.join(root, "devices", address)
+        os.makedirs(folder)
+        for name, value in (("vendor", f"0x{vendor:04x}"), ("device", f"0x{device:04x}"),
+                            ("class", f"0x{pci_class:06x}")):
+            with open(os.path.join(folder, name), "w") as f:
+                f.write(value + "\n")
+        if driver:
+            os.makedirs(os.path.join(root, "drivers", driver), exist_ok=True)
+            os.symlink(os.path.join("..", "..", "drivers", driver), os.path.join(folder, "driver"))
+        if render:
+            os.makedirs(os.path.join(folder, "drm", render))
+    return root
+
+
+with tempfile.TemporaryDirectory() as top:
+    fake = {"RIG_SYSFS_PCI": fake_pci_tree(top)}
+    text = run("devices", env=fake)
+    check("devices on a fake PCI tree exits 0", text.returncode == 0, text.stderr)
+    lines = text.stdout.splitlines()
+    check("devices shows the opened devices, then the GPUs of the tree",
+          lines[:1] and lines[0].startswith("CPU ") and f"GPUs on the PCI bus ({fake['RIG_SYSFS_PCI']}):" in lines,
+          text.stdout)
+    shown = [line.split()[0] for line in lines if line[:5] == "0000:"]
+    check("devices shows each GPU of the tree, and not its audio function",
+          shown == ["0000:03:00.0", "0000:1b:00.0", "0000:41:00.0", "0000:c1:00.0"], text.stdout)
+    for part in ("0000:03:00.0  Advanced Micro Devices, Inc. [AMD/ATI] Navi 31",
+                 "driver amdgpu  render node /dev/dri/renderD128", "NVIDIA Corporation GH100",
+                 "driver nvidia  render node /dev/dri/renderD129",
+                 "bound to vfio-pci: rig's VFIO path is not built yet",
+                 "no kernel driver bound: rig's AMD driver needs amdgpu with KFD"):
+        check(f"devices on the fake tree shows '{part}'", part in text.stdout, text.stdout)
+
+    listed = run("devices", "--json", env=fake)
+    try:
+        opened = json.loads(listed.stdout or "null")
+    except ValueError:
+        opened = None
+    check("devices --json on a fake PCI tree still gives the array of opened devices",
+          isinstance(opened, list) and any(d.get("name") == "CPU" and d.get("pci") is None for d in opened),
+          listed.stdout)
+
+    both = run("devices", "--json", "--pci", env=fake)
+    try:
+        got = json.loads(both.stdout or "null")
+    except ValueError:
+        got = None
+    check("devices --json --pci gives the opened devices and the tree's GPUs",
+          isinstance(got, dict) and isinstance(got.get("devices"), list) and isinstance(got.get("pci"), dict),
+          both.stdout)
+    gpus = {g.get("address"): g for g in (got or {}).get("pci", {}).get("gpus", [])} if isinstance(got, dict) else {}
+    check("devices --json --pci lists each GPU of the tree, and not its audio function",
+          sorted(gpus) == ["0000:03:00.0", "0000:1b:00.0", "0000:41:00.0", "0000:c1:00.0"], both.stdout)
+    amd, h100, vfio, unbound = (gpus.get(a, {}) for a in ("0000:03:00.0", "0000:1b:00.0", "0000:41:00.0",
+                                                          "0000:c1:00.0"))
+    check("the AMD GPU's names, IDs, class, driver and render node",
+          amd.get("vendor") == "Advanced Micro Devices, Inc. [AMD/ATI]" and "Navi 31" in amd.get("device", "")
+          and (amd.get("vendor_id"), amd.get("device_id"), amd.get("class_id")) == ("1002", "744c", "0300")
+          and amd.get("class") == "VGA compatible controller" and amd.get("driver") == "amdgpu"
+          and amd.get("render_node") == "/dev/dri/renderD128" and amd.get("why"), amd)
+    check("the H100's names, driver and render node",
+          h100.get("vendor") == "NVIDIA Corporation" and "H100" in h100.get("device", "")
+          and h100.get("class") == "3D controller" and h100.get("driver") == "nvidia"
+          and h100.get("render_node") == "/dev/dri/renderD129" and h100.get("why"), h100)
+    check("the GPU bound to vfio-pci says rig's VFIO path is not built yet",
+          vfio.get("driver") == "vfio-pci" and vfio.get("render_node") is None
+          and vfio.get("why") == "bound to vfio-pci: rig's VFIO path is not built yet" and vfio.get("opened_as") == [],
+          vfio)
+    check("the GPU with no driver says so", unbound.get("driver") is None
+          and unbound.get("why", "").startswith("no kernel driver bound"), unbound)
+    check("devices --json --pci has no notes on a well-formed tree", got and got["pci"].get("notes") == [], both.stdout)
+
+    # With RIG_SIM=amd, the simulated gfx1100 sits at the fake Navi 31's address.
+    simulated = run("devices", "--json", "--pci", env=dict(fake, RIG_SIM="amd"))
+    try:
+        got = json.loads(simulated.stdout or "null")
+    except ValueError:
+        got = None
+    if isinstance(got, dict) and any(d.get("name") == "AMD:0" for d in got.get("devices", [])):
+        amd_dev = [d for d in got["devices"] if d.get("name") == "AMD:0"][0]
+        gpus = {g.get("address"): g for g in got["pci"]["gpus"]}
+        check("the GPU the simulated AMD:0 sits at is opened as AMD:0",
+              gpus.get("0000:03:00.0", {}).get("why") == "opened as AMD:0"
+              and gpus["0000:03:00.0"].get("opened_as") == ["AMD:0"], got["pci"])
+        check("the opened AMD:0 carries its PCI function",
+              (amd_dev.get("pci") or {}).get("address") == "0000:03:00.0", amd_dev)
+    else:
+        print("skip devices with RIG_SIM=amd on a fake PCI tree: this rig is built without the AMD driver")
+
+    # With the fake libcuda, CUDA:0 sits at the fake H100's address.
+    if fake_libcuda:
+        on_cuda = run("devices", "--json", "--pci", env=dict(fake, RIG_LIBCUDA=fake_libcuda))
+        try:
+            got = json.loads(on_cuda.stdout or "null")
+        except ValueError:
+            got = None
+        gpus = {g.get("address"): g for g in got["pci"]["gpus"]} if isinstance(got, dict) else {}
+        check("the GPU the fake libcuda's CUDA:0 sits at opens through libcuda",
+              gpus.get("0000:1b:00.0", {}).get("why") == "CUDA:0 opens it through libcuda", on_cuda.stdout)
+    else:
+        print("skip devices with the fake libcuda on a fake PCI tree: this rig is built without the CUDA driver")
+
+nobus = run("devices", env={"RIG_SYSFS_PCI": "/nonexistent/bus/pci"})
+check("devices with no PCI bus says so in one line and exits 0",
+      nobus.returncode == 0 and "no PCI bus here: /nonexistent/bus/pci/devices is absent" in nobus.stdout.splitlines(),
+      nobus.stdout + nobus.stderr)
 
 bench = run("bench", "submit", "--json", "--repeats", "1")
 check("bench submit exits 0", bench.returncode == 0, bench.stderr)
