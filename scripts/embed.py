@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Writes a C++ source that holds a file's bytes: embed.py INPUT OUTPUT SYMBOL."""
+"""Writes a C++ source that holds a file's bytes as `SYMBOL[]` and `SYMBOL_size`.
+
+usage: embed.py INPUT OUTPUT SYMBOL
+       embed.py --compile CC [FLAGS...] -- SOURCE OUTPUT SYMBOL
+                (compiles SOURCE with `CC FLAGS SOURCE -o OBJECT` first, and embeds the object)"""
+import os
+import subprocess
 import sys
+import tempfile
 
 
-def main() -> None:
-    source, output, symbol = sys.argv[1:4]
-    data = open(source, "rb").read()
+def embed(data: bytes, output: str, symbol: str) -> None:
     rows = []
     for i in range(0, len(data), 16):
         rows.append("  " + ", ".join(f"0x{b:02x}" for b in data[i:i + 16]) + ",")
@@ -16,6 +21,20 @@ def main() -> None:
             "#include <cstddef>\n"
             f"alignas(16) extern const unsigned char {symbol}[] = {{\n{body}\n  0x00}};\n"
             f"extern const std::size_t {symbol}_size = {len(data)};\n")
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if args and args[0] == "--compile":
+        split = args.index("--")
+        compiler, (source, output, symbol) = args[1:split], args[split + 1:split + 4]
+        with tempfile.TemporaryDirectory() as work:
+            obj = os.path.join(work, os.path.basename(source) + ".o")
+            subprocess.run(compiler + [source, "-o", obj], check=True)
+            embed(open(obj, "rb").read(), output, symbol)
+        return
+    source, output, symbol = args[:3]
+    embed(open(source, "rb").read(), output, symbol)
 
 
 if __name__ == "__main__":
