@@ -448,13 +448,18 @@ Point submit(const Submission& submission, Run& run, std::span<const Buffer> rea
   }
   const auto count = std::uint32_t(s.parts.size());
   const auto wait_count = std::uint32_t(in_queue.size());
+  char why[RIG_WHY];  // the driver's reason of a RIG_NEVER (rig_edge.h)
   for (int attempt = 0;; ++attempt) {
-    int room = d.c->room(d.edge, s.parts.data(), count, wait_count);
+    why[0] = 0;
+    int room = d.c->room(d.edge, s.parts.data(), count, wait_count, why);
     if (room == RIG_FITS) break;
     if (room == RIG_NEVER) {
       d.turn.unlock();
-      d.refuse("its queues can never hold this submission ({} parts, {} waits): a part names work "
-               "the queue does not run, or a grid, group or shared memory past the limits",
+      why[RIG_WHY - 1] = 0;  // a driver that filled it to the end without a NUL
+      if (why[0]) d.refuse("{}", std::string_view(why));
+      d.refuse("its queues can never hold this submission ({} parts, {} waits), and its driver gave "
+               "no reason: a part names work the queue does not run, or a grid, group or shared "
+               "memory past the limits",
                count, wait_count);
     }
     d.turn.unlock();
