@@ -750,8 +750,9 @@ bool Device::runs(const rig_part& p, std::uint32_t i, char* why) const {
       }
       if (std::uint64_t(t->group_segment) + l.shared > kLdsMax) {
         rig_never(why, "part %u: %s of shared memory (%s asked, %s of the kernel's own), over the limit of %s", i,
-                  edge::bytes_figure(std::uint64_t(t->group_segment) + l.shared).text, edge::bytes_figure(l.shared).text,
-                  edge::bytes_figure(t->group_segment).text, edge::bytes_figure(kLdsMax).text);
+                  edge::bytes_figure(std::uint64_t(t->group_segment) + l.shared).text,
+                  edge::bytes_figure(l.shared).text, edge::bytes_figure(t->group_segment).text,
+                  edge::bytes_figure(kLdsMax).text);
         return false;
       }
       return true;
@@ -921,13 +922,16 @@ int Device::room_for(const rig_part* parts, std::uint32_t count, std::uint32_t w
   Plan p = plan(parts, count, waits, why);
   if (p.never) return RIG_NEVER;
   if (p.compute > compute_.dwords)
-    return rig_never(why, "%u parts and %u waits take %s of the COMPUTE:0 ring, over its %s", count, waits,
+    return rig_never(why, "%u part%s and %u waits take %s of the COMPUTE:0 ring, over its %s", count,
+                     count == 1 ? "" : "s", waits,
                      edge::bytes_figure(p.compute * 4).text, edge::bytes_figure(compute_.dwords * 4).text);
   if (p.copy > copy_.dwords)
-    return rig_never(why, "%u parts and %u waits take %s of the COPY:0 ring, over its %s", count, waits,
+    return rig_never(why, "%u part%s and %u waits take %s of the COPY:0 ring, over its %s", count,
+                     count == 1 ? "" : "s", waits,
                      edge::bytes_figure(p.copy * 4).text, edge::bytes_figure(copy_.dwords * 4).text);
   if (p.kernargs > kernargs_.bytes)
-    return rig_never(why, "%u parts take %s of kernel arguments, over the %s of their area", count,
+    return rig_never(why, "%u part%s take%s %s of kernel arguments, over the %s of their area", count,
+                     count == 1 ? "" : "s", count == 1 ? "s" : "",
                      edge::bytes_figure(p.kernargs).text, edge::bytes_figure(kernargs_.bytes).text);
   bool idle = flight_tail_ == flight_head_;
   if (compute_sequence_ + p.compute_signals >= o_.sequence_limit ||
@@ -941,11 +945,12 @@ int Device::room_for(const rig_part* parts, std::uint32_t count, std::uint32_t w
   }
   if (fits(p)) return RIG_FITS;
   if (!idle) return RIG_LATER;
-  return rig_never(why, "%u parts and %u waits take %s of the COMPUTE:0 ring, %s of the COPY:0 ring and %s of "
+  return rig_never(why, "%u part%s and %u waits take %s of the COMPUTE:0 ring, %s of the COPY:0 ring and %s of "
                    "kernel arguments, which the empty rings of %s, %s and %s cannot hold where they now start",
-                   count, waits, edge::bytes_figure(p.compute * 4).text, edge::bytes_figure(p.copy * 4).text,
-                   edge::bytes_figure(p.kernargs).text, edge::bytes_figure(compute_.dwords * 4).text,
-                   edge::bytes_figure(copy_.dwords * 4).text, edge::bytes_figure(kernargs_.bytes).text);
+                   count, count == 1 ? "" : "s", waits, edge::bytes_figure(p.compute * 4).text,
+                   edge::bytes_figure(p.copy * 4).text, edge::bytes_figure(p.kernargs).text,
+                   edge::bytes_figure(compute_.dwords * 4).text, edge::bytes_figure(copy_.dwords * 4).text,
+                   edge::bytes_figure(kernargs_.bytes).text);
 }
 
 void Device::mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what) {

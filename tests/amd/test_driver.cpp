@@ -347,7 +347,7 @@ TEST_CASE("room refuses what the queues can never hold, naming the ring and its 
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
     CAPTURE(what);
-    CHECK(what.starts_with(std::string(d->name()) + ": 1 parts and 0 waits take "));
+    CHECK(what.starts_with(std::string(d->name()) + ": 1 part and 0 waits take "));
     CHECK(what.ends_with(" bytes of the COMPUTE:0 ring, over its 4 KiB"));
   }
   CHECK(!d->lost());

@@ -3,6 +3,7 @@
 
 #include <rig/rig.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -281,6 +282,7 @@ TEST_CASE("a NEVER without a reason is refused with the generic sentence") {
 TEST_CASE("the host device refuses shared memory past its limit with the driver's reason, and goes on") {
   Device cpu = host();
   Buffer data = Buffer::create(cpu, 4 * 256);
+  data.write<std::uint32_t>([](std::span<std::uint32_t> xs) { std::fill(xs.begin(), xs.end(), 0u); });
   auto s = add_submission(cpu);
   Run run;
   set_add(run, s, 256, 1);

@@ -6,6 +6,7 @@
 #include <rig/cuda_abi.hpp>
 #include <rig/rig.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -514,11 +515,12 @@ TEST_CASE("room answers NEVER for Words and for kinds a queue does not run, with
   CHECK(std::string(g.why) == "part 1: queue 2, but the device has 2 queues");
 }
 
-TEST_CASE("a launch past the GPU's grid or the function's shared memory is refused with the limit, and the device goes on") {
+TEST_CASE("a launch past the GPU's grid or the function's shared memory is refused with the limit, and goes on") {
   fake();
   Device d = t::open_gpu(0);
   auto fn = t::kernel(d, "add_u32");
   Buffer data = Buffer::create(d, 256 * 4, Memory::Pinned);
+  data.write<std::uint32_t>([](std::span<std::uint32_t> xs) { std::fill(xs.begin(), xs.end(), 0u); });
   auto s = t::one_launch(d, fn, 20, 0, 1);
   auto b = s.block(0);
   Run run;
