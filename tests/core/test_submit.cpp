@@ -135,6 +135,34 @@ TEST_CASE("make refuses what the design lists, naming the device and the part") 
   m.close();
 }
 
+TEST_CASE("a box past its copy's ends is refused with its rows, offsets, pitches and the ends' lengths") {
+  Device cpu = host();
+  Buffer src = Buffer::create(cpu, 64), dst = Buffer::create(cpu, 32), slot = Buffer::create(cpu, 16);
+  using Copy = Submission::Copy;
+  // Both ends fixed: make refuses it.
+  Part both{"", {}, Copy{{src, 0}, {dst, 0}, {Box::row(48, 8, 4)}, {}}};
+  CHECK_THROWS_WITH_AS(Submission::make(cpu, std::span(&both, 1), 0, 0),
+                       "CPU: part 0: a box of 1 rows of 48 bytes (source offset 8, pitch 48; destination offset 4, "
+                       "pitch 48) does not fit the copy's source of 64 bytes and destination of 32 bytes",
+                       std::invalid_argument);
+  Part fill{"", {}, Copy{{}, {dst, 0}, {Box{0, 16, 8, 3, 8, 8}}, std::byte{7}}};
+  CHECK_THROWS_WITH_AS(Submission::make(cpu, std::span(&fill, 1), 0, 0),
+                       "CPU: part 0: a box of 3 rows of 8 bytes at offset 16, pitch 8, does not fit the fill's "
+                       "destination of 32 bytes",
+                       std::invalid_argument);
+  // An end that is the run's buffer: submit refuses it, and the device goes on.
+  Part to_slot{"", {}, Copy{{src, 0}, {{}, 0}, {Box::row(32)}, {}}};
+  auto s = Submission::make(cpu, std::span(&to_slot, 1), 0, 1);
+  Run run;
+  Buffer small[] = {slot};
+  CHECK_THROWS_WITH_AS(submit(s, run, {}, small),
+                       "CPU: part 0: a box of 1 rows of 32 bytes (source offset 0, pitch 32; destination offset 0, "
+                       "pitch 32) does not fit the copy's source of 64 bytes and destination of 16 bytes",
+                       std::invalid_argument);
+  Buffer large[] = {dst};
+  submit(s, run, {}, large).wait();
+}
+
 TEST_CASE("make refuses a launch of another device's function") {
   auto [opener, control] = fake::opener(unique("FAKE"));
   Device d = *open(opener);
