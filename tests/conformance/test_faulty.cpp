@@ -112,7 +112,7 @@ TEST_CASE("no room answers are retried; calls without one refuse to arm it") {
 }
 
 TEST_CASE("a wrapped driver's reason for a NEVER passes through, and the device goes on") {
-  auto [opener, control] = faulty::wrap(fake::opener(unique("FAKE"), {.grow_to = 2}).first);
+  auto [opener, control] = faulty::wrap(fake::opener(unique("FAKE"), {.capacity = 2, .grow_to = 2}).first);
   Device d = *open(opener);
   Buffer a = Buffer::create(d, 64), b = Buffer::create(d, 64);
   Submission::Part part{"", {}, Submission::Copy{{a, 0}, {b, 0}, {Box::row(64)}, {}}};
