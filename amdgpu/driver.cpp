@@ -228,7 +228,7 @@ class Device final : public edge::Driver {
             kernarg_pos_};
   }
 
-  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits);
+  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why);
   static int submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
                     std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times, const char** failure);
   static int commit(void*, std::uint64_t, const char**) { return RIG_OK; }  // submit commits
@@ -247,12 +247,13 @@ class Device final : public edge::Driver {
 
   // Hand-over helpers.
   void reclaim();
-  Plan plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
-  bool runs(const rig_part& p) const;
+  Plan plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) const;
+  // Whether the device runs part i, p; where not, writes the reason into why (RIG_WHY bytes).
+  bool runs(const rig_part& p, std::uint32_t i, char* why) const;
   void launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v);
   // room and submit of values other than lone launches, kept out of line so that a lone
   // launch's calls stay small.
-  [[gnu::noinline]] int room_for(const rig_part* parts, std::uint32_t count, std::uint32_t waits);
+  [[gnu::noinline]] int room_for(const rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why);
   [[gnu::noinline]] int submit_parts(const rig_part* parts, std::uint32_t count, const rig_wait* waits,
                                      std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times,
                                      const char** failure);
@@ -711,29 +712,56 @@ constexpr std::uint64_t kLaunchDwords = 4 + 4 + 3 + 3 + 4 + 5 + 18 + 3 + 8 + 5 +
 // sequence signal, the word, the interrupt and two stamps.
 constexpr std::uint64_t kValueDwords = kFlushDwords + kAcquireDwords + 5 * kReleaseDwords + kWait32Dwords;
 
-bool Device::runs(const rig_part& p) const {
-  if (p.queue > 1) return false;
+bool Device::runs(const rig_part& p, std::uint32_t i, char* why) const {
+  if (p.queue > 1) return rig_never(why, "part %u: queue %u, but the device has 2 queues", i, p.queue), false;
   switch (p.kind) {
     case RIG_KIND_WORDS: return true;
-    case RIG_KIND_FILL: return p.work.fill.segment_bytes == 0;  // segments are not built yet
-    case RIG_KIND_COPY: return p.queue == 1;
+    case RIG_KIND_FILL:
+      if (p.work.fill.segment_bytes == 0) return true;
+      rig_never(why, "part %u: a fill that writes segments of %s, which the AMD driver does not build yet", i,
+                edge::bytes_figure(p.work.fill.segment_bytes).text);
+      return false;
+    case RIG_KIND_COPY:
+      if (p.queue == 1) return true;
+      return rig_never(why, "part %u: queue COMPUTE:0 does not run Copy (COPY:0 does)", i), false;
     case RIG_KIND_LAUNCH: {
-      if (p.queue != 0) return false;
+      if (p.queue != 0) return rig_never(why, "part %u: queue COPY:0 does not run Launch (COMPUTE:0 does)", i), false;
       auto& l = p.work.launch;
       auto* t = static_cast<const LaunchTemplate*>(l.launch);
-      if (!t) return false;
+      if (!t) return rig_never(why, "part %u: a launch of no kernel", i), false;
+      static constexpr char axes[] = "xyz";
       std::uint64_t threads = 1;
       for (int k = 0; k < 3; ++k) {
-        if (!l.groups[k] || !l.threads[k] || l.threads[k] > 1024) return false;
+        if (!l.groups[k] || !l.threads[k]) {
+          rig_never(why, "part %u: a launch of %ux%ux%u groups of %ux%ux%u threads has an empty dimension", i,
+                    l.groups[0], l.groups[1], l.groups[2], l.threads[0], l.threads[1], l.threads[2]);
+          return false;
+        }
+        if (l.threads[k] > 1024) {
+          rig_never(why, "part %u: %u threads in %c, over the limit of 1024 per group", i, l.threads[k], axes[k]);
+          return false;
+        }
         threads *= l.threads[k];
       }
-      return threads <= t->max_threads && std::uint64_t(t->group_segment) + l.shared <= kLdsMax;
+      if (threads > t->max_threads) {
+        rig_never(why, "part %u: %llu threads per group, over %s's limit of %u", i, (unsigned long long)threads,
+                  t->name, t->max_threads);
+        return false;
+      }
+      if (std::uint64_t(t->group_segment) + l.shared > kLdsMax) {
+        rig_never(why, "part %u: %s of shared memory (%s asked, %s of the kernel's own), over the limit of %s", i,
+                  edge::bytes_figure(std::uint64_t(t->group_segment) + l.shared).text,
+                  edge::bytes_figure(l.shared).text, edge::bytes_figure(t->group_segment).text,
+                  edge::bytes_figure(kLdsMax).text);
+        return false;
+      }
+      return true;
     }
   }
-  return false;
+  return rig_never(why, "part %u: kind %u, no kind of work", i, p.kind), false;
 }
 
-Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const {
+Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) const {
   Plan p;
   p.compute = kValueDwords + waits * kWait64Dwords;
   std::uint64_t copy_at = copy_.wptr;  // SDMA padding depends on where packets land
@@ -748,7 +776,12 @@ Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t wait
   std::uint64_t kernarg_at = kernarg_pos_;
   for (std::uint32_t i = 0; i < count; ++i) {
     const auto& part = parts[i];
-    if (!runs(part) || count > signal_at_.size()) {
+    if (count > signal_at_.size()) {
+      rig_never(why, "%u parts, over the limit of %zu in a submission", count, signal_at_.size());
+      p.never = true;
+      return p;
+    }
+    if (!runs(part, i, why)) {
       p.never = true;
       return p;
     }
@@ -775,6 +808,8 @@ Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t wait
       case RIG_KIND_COPY: {
         const auto& c = part.work.copy;
         if (!c.dst || (c.fill < 0 && !c.src)) {
+          rig_never(why, "part %u: a copy whose %s has no address (memory named by handle only)", i,
+                    c.dst ? "source" : "destination");
           p.never = true;
           return p;
         }
@@ -786,6 +821,8 @@ Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t wait
           std::uint64_t chunks = (bytes + sdma::kMaxChunk - 1) / sdma::kMaxChunk;
           std::uint64_t packet = c.fill >= 0 ? sdma::kConstFillSize : sdma::kCopyLinearSize;
           if (rows * chunks > copy_.dwords) {
+            rig_never(why, "part %u: box %u takes %llu SDMA packets, over the %llu dwords of the COPY:0 ring", i, b,
+                      (unsigned long long)(rows * chunks), (unsigned long long)copy_.dwords);
             p.never = true;
             return p;
           }
@@ -873,18 +910,29 @@ void Device::time_value(std::uint64_t v, bool timed) {
   if (timed) std::memset(reinterpret_cast<void*>(stamps_of(v)), 0, 16);
 }
 
-int Device::room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits) {
+int Device::room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) {
   auto& d = self(edge);
-  if (d.stopped_) return RIG_NEVER;
+  if (d.stopped_) return rig_never(why, "the device is stopped");
   d.reclaim();
   if (const auto* t = d.lone_launch(parts, count, waits); t && d.lone_fits(*t)) return RIG_FITS;
-  return d.room_for(parts, count, waits);
+  return d.room_for(parts, count, waits, why);
 }
 
-int Device::room_for(const rig_part* parts, std::uint32_t count, std::uint32_t waits) {
-  Plan p = plan(parts, count, waits);
-  if (p.never || p.compute > compute_.dwords || p.copy > copy_.dwords || p.kernargs > kernargs_.bytes)
-    return RIG_NEVER;
+int Device::room_for(const rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) {
+  Plan p = plan(parts, count, waits, why);
+  if (p.never) return RIG_NEVER;
+  if (p.compute > compute_.dwords)
+    return rig_never(why, "%u part%s and %u waits take %s of the COMPUTE:0 ring, over its %s", count,
+                     count == 1 ? "" : "s", waits,
+                     edge::bytes_figure(p.compute * 4).text, edge::bytes_figure(compute_.dwords * 4).text);
+  if (p.copy > copy_.dwords)
+    return rig_never(why, "%u part%s and %u waits take %s of the COPY:0 ring, over its %s", count,
+                     count == 1 ? "" : "s", waits,
+                     edge::bytes_figure(p.copy * 4).text, edge::bytes_figure(copy_.dwords * 4).text);
+  if (p.kernargs > kernargs_.bytes)
+    return rig_never(why, "%u part%s take%s %s of kernel arguments, over the %s of their area", count,
+                     count == 1 ? "" : "s", count == 1 ? "s" : "",
+                     edge::bytes_figure(p.kernargs).text, edge::bytes_figure(kernargs_.bytes).text);
   bool idle = flight_tail_ == flight_head_;
   if (compute_sequence_ + p.compute_signals >= o_.sequence_limit ||
       copy_sequence_ + p.copy_signals >= o_.sequence_limit) {
@@ -896,7 +944,13 @@ int Device::room_for(const rig_part* parts, std::uint32_t count, std::uint32_t w
     compute_sequence_ = copy_sequence_ = 0;
   }
   if (fits(p)) return RIG_FITS;
-  return idle ? RIG_NEVER : RIG_LATER;
+  if (!idle) return RIG_LATER;
+  return rig_never(why, "%u part%s and %u waits take %s of the COMPUTE:0 ring, %s of the COPY:0 ring and %s of "
+                   "kernel arguments, which the empty rings of %s, %s and %s cannot hold where they now start",
+                   count, count == 1 ? "" : "s", waits, edge::bytes_figure(p.compute * 4).text,
+                   edge::bytes_figure(p.copy * 4).text, edge::bytes_figure(p.kernargs).text,
+                   edge::bytes_figure(compute_.dwords * 4).text, edge::bytes_figure(copy_.dwords * 4).text,
+                   edge::bytes_figure(kernargs_.bytes).text);
 }
 
 void Device::mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what) {

@@ -121,8 +121,10 @@ class OwnDriver {
 
   // room + submit of the next value, as rig calls them; throws with the driver's reason.
   void submit() {
-    if (int room = table_->room(edge_, &part_, 1, 0); room != RIG_FITS)
-      throw std::runtime_error(fmt::format("{}'s room answered {} for one launch", name_, room));
+    char why[RIG_WHY] = "";
+    if (int room = table_->room(edge_, &part_, 1, 0, why); room != RIG_FITS)
+      throw std::runtime_error(fmt::format("{}'s room answered {} for one launch{}{}", name_, room, *why ? ": " : "",
+                                           why));
     const char* failure = nullptr;
     if (table_->submit(edge_, &part_, 1, nullptr, 0, ++submitted_, nullptr, &failure) != RIG_COMMITTED)
       throw std::runtime_error(fmt::format("{}'s submit failed: {}", name_, failure ? failure : "no reason"));

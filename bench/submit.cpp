@@ -75,7 +75,7 @@ class Null final : public edge::Driver {
     const rig_driver* table = &kTable;
     volatile std::uint64_t* word = nullptr;
   };
-  static int room(void*, rig_part*, std::uint32_t, std::uint32_t) { return RIG_FITS; }
+  static int room(void*, rig_part*, std::uint32_t, std::uint32_t, char*) { return RIG_FITS; }
   static int submit(void* edge, rig_part*, std::uint32_t, const rig_wait*, std::uint32_t, std::uint64_t v,
                     std::uint64_t*, const char**) {
     __atomic_store_n(static_cast<State*>(edge)->word, v, __ATOMIC_RELEASE);
@@ -243,7 +243,9 @@ std::vector<Figure> submit(const Options& o) {
   std::uint64_t v = 0;
   Spread floor = measure(o.repeats, n, [&](std::uint64_t k) {
     for (std::uint64_t i = 0; i < k; ++i) {
-      if (state->table->room(state, &raw, 1, 0) == RIG_FITS) {
+      char why[RIG_WHY];
+      why[0] = 0;
+      if (state->table->room(state, &raw, 1, 0, why) == RIG_FITS) {
         const char* failure = nullptr;
         state->table->submit(state, &raw, 1, nullptr, 0, ++v, nullptr, &failure);
       }

@@ -71,6 +71,17 @@ bool box_fits(const rig_box& b, std::size_t src_len, std::size_t dst_len) {
   return end(b.src_offset, b.src_pitch, src_len) && end(b.dst_offset, b.dst_pitch, dst_len);
 }
 
+// Refuses a box that reaches past its copy's ends, saying where it ends.
+[[noreturn]] void refuse_box(const DeviceState& d, int part, const rig_box& b, bool fill, std::size_t src_len,
+                             std::size_t dst_len) {
+  if (fill)
+    d.refuse("part {}: a box of {} rows of {} bytes at offset {}, pitch {}, does not fit the fill's destination of "
+             "{} bytes", part, b.rows, b.width, b.dst_offset, b.dst_pitch, dst_len);
+  d.refuse("part {}: a box of {} rows of {} bytes (source offset {}, pitch {}; destination offset {}, pitch {}) "
+           "does not fit the copy's source of {} bytes and destination of {} bytes", part, b.rows, b.width,
+           b.src_offset, b.src_pitch, b.dst_offset, b.dst_pitch, src_len, dst_len);
+}
+
 }  // namespace
 
 SubmissionState::~SubmissionState() {
@@ -162,7 +173,7 @@ Submission Submission::make(const Device& device, std::span<const Part> parts, i
           d->refuse("part {}: a box's pitch is below its width of {}", i, b.width);
         const std::size_t src_length = cp->fill ? SIZE_MAX : cp->src.fixed ? cp->src.fixed->length() : 0;
         if ((cp->fill || cp->src.fixed) && cp->dst.fixed && !box_fits(r, src_length, cp->dst.fixed->length()))
-          d->refuse("part {}: a box does not fit the copy's ends", i);
+          refuse_box(*d, i, r, cp->fill.has_value(), src_length, cp->dst.fixed->length());
         part.boxes.push_back(r);
       }
       s->copies.push_back(std::move(part));
@@ -384,8 +395,7 @@ Point submit(const Submission& submission, Run& run, std::span<const Buffer> rea
         cp.fill ? SIZE_MAX : (cp.src.fixed ? *cp.src.fixed : slot_buffer(reads, writes, cp.src.slot)).length();
     for (const auto& b : cp.boxes)
       if (!detail::box_fits(b, src_length, dst.length()))
-        d.refuse("part {}: a box does not fit the copy's ends of {} and {} bytes", cp.part, src_length,
-                 dst.length());
+        detail::refuse_box(d, cp.part, b, cp.fill.has_value(), src_length, dst.length());
   }
 
   // The points this work follows, besides the device's own earlier work.
@@ -448,13 +458,18 @@ Point submit(const Submission& submission, Run& run, std::span<const Buffer> rea
   }
   const auto count = std::uint32_t(s.parts.size());
   const auto wait_count = std::uint32_t(in_queue.size());
+  char why[RIG_WHY];  // the driver's reason of a RIG_NEVER (rig_edge.h)
   for (int attempt = 0;; ++attempt) {
-    int room = d.c->room(d.edge, s.parts.data(), count, wait_count);
+    why[0] = 0;
+    int room = d.c->room(d.edge, s.parts.data(), count, wait_count, why);
     if (room == RIG_FITS) break;
     if (room == RIG_NEVER) {
       d.turn.unlock();
-      d.refuse("its queues can never hold this submission ({} parts, {} waits): a part names work "
-               "the queue does not run, or a grid, group or shared memory past the limits",
+      why[RIG_WHY - 1] = 0;  // a driver that filled it to the end without a NUL
+      if (why[0]) d.refuse("{}", std::string_view(why));
+      d.refuse("its queues can never hold this submission ({} parts, {} waits), and its driver gave "
+               "no reason: a part names work the queue does not run, or a grid, group or shared "
+               "memory past the limits",
                count, wait_count);
     }
     d.turn.unlock();

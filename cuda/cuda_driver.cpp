@@ -366,10 +366,10 @@ class Driver final : public edge::Driver {
 
   // ---- The C functions.
 
-  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t) {
+  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t, char* why) {
     auto& d = self(edge);
     for (std::uint32_t i = 0; i < count; ++i)
-      if (!d.runs(parts[i])) return RIG_NEVER;
+      if (d.runs(parts[i], i, why) == RIG_NEVER) return RIG_NEVER;
     return RIG_FITS;  // the streams hold any amount of work
   }
 
@@ -483,27 +483,49 @@ class Driver final : public edge::Driver {
   }
 
   // room's test of one part: a kind its queue runs, and a launch within the limits.
-  bool runs(const rig_part& p) const {
+  // RIG_FITS, or RIG_NEVER with the reason in why.
+  int runs(const rig_part& p, std::uint32_t i, char* why) const {
+    static constexpr const char* queue_names[] = {"COMPUTE:0", "COPY:0"};
+    if (p.queue != kCompute && p.queue != kCopy)
+      return rig_never(why, "part %u: queue %u, but the device has 2 queues", i, p.queue);
     switch (p.kind) {
-      case RIG_KIND_FILL: return p.queue == kCompute || p.queue == kCopy;
-      case RIG_KIND_COPY: return p.queue == kCopy;
-      case RIG_KIND_LAUNCH: break;
-      default: return false;  // Words, or no kind
+      case RIG_KIND_FILL: return RIG_FITS;
+      case RIG_KIND_COPY:
+        if (p.queue == kCopy) return RIG_FITS;
+        return rig_never(why, "part %u: queue COMPUTE:0 does not run Copy (COPY:0 does)", i);
+      case RIG_KIND_LAUNCH:
+        if (p.queue == kCompute) break;
+        return rig_never(why, "part %u: queue COPY:0 does not run Launch (COMPUTE:0 does)", i);
+      case RIG_KIND_WORDS: return rig_never(why, "part %u: queue %s does not run Words", i, queue_names[p.queue]);
+      default: return rig_never(why, "part %u: kind %u, no kind of work", i, p.kind);
     }
-    if (p.queue != kCompute) return false;
     const auto& l = p.work.launch;
     const auto* f = static_cast<const FunctionInfo*>(l.launch);
-    if (!f) return false;
+    if (!f) return rig_never(why, "part %u: a launch of no function", i);
+    static constexpr char axes[] = "xyz";
     std::uint64_t threads = 1;
     for (int k = 0; k < 3; ++k) {
-      if (l.groups[k] == 0 || l.threads[k] == 0) return false;
-      if ((max_grid_[k] && l.groups[k] > max_grid_[k]) || (max_block_[k] && l.threads[k] > max_block_[k]))
-        return false;
+      if (l.groups[k] == 0 || l.threads[k] == 0)
+        return rig_never(why, "part %u: a launch of %ux%ux%u groups of %ux%ux%u threads has an empty dimension", i,
+                         l.groups[0], l.groups[1], l.groups[2], l.threads[0], l.threads[1], l.threads[2]);
+      if (max_grid_[k] && l.groups[k] > max_grid_[k])
+        return rig_never(why, "part %u: %s groups in %c, over the GPU's limit of %s", i,
+                         edge::count_figure(l.groups[k]).text, axes[k], edge::count_figure(max_grid_[k]).text);
+      if (max_block_[k] && l.threads[k] > max_block_[k])
+        return rig_never(why, "part %u: %u threads in %c, over the GPU's limit of %u per block", i, l.threads[k],
+                         axes[k], max_block_[k]);
       threads *= l.threads[k];
     }
-    if (f->max_threads && threads > f->max_threads) return false;
-    if (max_threads_ && threads > max_threads_) return false;
-    return l.shared <= f->max_shared;
+    if (f->max_threads && threads > f->max_threads)
+      return rig_never(why, "part %u: %llu threads per block, over %s's limit of %u", i, (unsigned long long)threads,
+                       f->name.c_str(), f->max_threads);
+    if (max_threads_ && threads > max_threads_)
+      return rig_never(why, "part %u: %llu threads per block, over the GPU's limit of %u", i,
+                       (unsigned long long)threads, max_threads_);
+    if (l.shared > f->max_shared)
+      return rig_never(why, "part %u: %s of dynamic shared memory, over %s's limit of %s", i,
+                       edge::bytes_figure(l.shared).text, f->name.c_str(), edge::bytes_figure(f->max_shared).text);
+    return RIG_FITS;
   }
 
   // Places value v's work on the streams (the context current).

@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n + n / 10; ++i) {
       const std::uint64_t t0 = rig_now_ns();
       const char* failure = nullptr;
-      if (table->room(edge, &part, 1, 0) != RIG_FITS ||
+      char why[RIG_WHY] = "";
+      if (table->room(edge, &part, 1, 0, why) != RIG_FITS ||
           table->submit(edge, &part, 1, nullptr, 0, ++v, nullptr, &failure) != RIG_COMMITTED) {
         std::fprintf(stderr, "submit failed\n");
         std::exit(1);

@@ -28,8 +28,8 @@ struct HostEdge {
 
 HostQueue& queue_of(void* edge) { return *static_cast<HostEdge*>(edge)->queue; }
 
-int host_room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits) {
-  return queue_of(edge).room(parts, count, waits);
+int host_room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) {
+  return queue_of(edge).room(parts, count, waits, why);
 }
 
 int host_submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,

@@ -28,26 +28,38 @@ rig_host_kernel* kernel_of(const rig_launch& l) {
   return reinterpret_cast<rig_host_kernel*>(l.code);
 }
 
-// Whether a launch can ever run here: a grid and a group with no empty dimension, at most
-// 2^63 groups (the workers count them in 64 bits), threads within its kernel's limit,
-// shared memory within the workers' scratch, and parameters within the contract's limit.
-bool launch_fits(const rig_launch& l) {
-  if (l.launch == nullptr && l.code == 0) return false;
+// Whether a launch can ever run here: RIG_FITS, or RIG_NEVER with the reason in why. It
+// runs with a function, a grid and a group with no empty dimension, at most 2^63 groups
+// (the workers count them in 64 bits), threads within its kernel's limit, shared memory
+// within the workers' scratch, and parameters within the contract's limit.
+int launch_room(const rig_launch& l, std::uint32_t part, char* why) {
+  if (l.launch == nullptr && l.code == 0) return rig_never(why, "part %u: a launch of no function", part);
   for (int d = 0; d < 3; ++d) {
-    if (l.groups[d] == 0 || l.threads[d] == 0) return false;
+    if (l.groups[d] == 0 || l.threads[d] == 0)
+      return rig_never(why, "part %u: a launch of %ux%ux%u groups of %ux%ux%u threads has an empty dimension", part,
+                       l.groups[0], l.groups[1], l.groups[2], l.threads[0], l.threads[1], l.threads[2]);
   }
   const unsigned __int128 groups = (unsigned __int128)l.groups[0] * l.groups[1] * l.groups[2];
-  if (groups > (unsigned __int128)1 << 63) return false;
-  if (l.shared > kSharedBytesMax) return false;
-  if (l.param_bytes > RIG_PARAMS_MAX) return false;
-  if (l.param_bytes != 0 && l.params == nullptr) return false;
+  if (groups > (unsigned __int128)1 << 63)
+    return rig_never(why, "part %u: %ux%ux%u groups, over the limit of 2^63 groups in all", part, l.groups[0],
+                     l.groups[1], l.groups[2]);
+  if (l.shared > kSharedBytesMax)
+    return rig_never(why, "part %u: %s of shared memory, over the limit of %s", part,
+                     edge::bytes_figure(l.shared).text, edge::bytes_figure(kSharedBytesMax).text);
+  if (l.param_bytes > RIG_PARAMS_MAX)
+    return rig_never(why, "part %u: %u parameter bytes, over the limit of %u", part, l.param_bytes,
+                     unsigned(RIG_PARAMS_MAX));
+  if (l.param_bytes != 0 && l.params == nullptr)
+    return rig_never(why, "part %u: %u parameter bytes at no address", part, l.param_bytes);
   if (l.launch != nullptr) {
     const auto* k = static_cast<const HostKernel*>(l.launch);
-    if (k->fn == nullptr) return false;
+    if (k->fn == nullptr) return rig_never(why, "part %u: a launch of a kernel record with no function", part);
     const unsigned __int128 threads = (unsigned __int128)l.threads[0] * l.threads[1] * l.threads[2];
-    if (k->threads && threads > *k->threads) return false;
+    if (k->threads && threads > *k->threads)
+      return rig_never(why, "part %u: %ux%ux%u threads per group, over the kernel's limit of %llu", part,
+                       l.threads[0], l.threads[1], l.threads[2], (unsigned long long)*k->threads);
   }
-  return true;
+  return RIG_FITS;
 }
 
 }  // namespace
@@ -78,22 +90,23 @@ HostQueue::~HostQueue() {
 // ---------------------------------------------------------------------------------------
 // The producer's side: room, submit, commit.
 
-int HostQueue::room(const rig_part* parts, std::uint32_t count, std::uint32_t) const noexcept {
+int HostQueue::room(const rig_part* parts, std::uint32_t count, std::uint32_t, char* why) const noexcept {
   for (std::uint32_t i = 0; i < count; ++i) {
     const rig_part& p = parts[i];
-    if (p.queue != 0) return RIG_NEVER;
+    if (p.queue != 0) return rig_never(why, "part %u: queue %u, but the device has only queue 0", i, p.queue);
     switch (p.kind) {
       case RIG_KIND_FILL:
-        if (p.work.fill.fn == nullptr) return RIG_NEVER;
+        if (p.work.fill.fn == nullptr) return rig_never(why, "part %u: a fill without a function", i);
         break;
       case RIG_KIND_COPY:
-        if (p.work.copy.count != 0 && p.work.copy.boxes == nullptr) return RIG_NEVER;
+        if (p.work.copy.count != 0 && p.work.copy.boxes == nullptr)
+          return rig_never(why, "part %u: a copy of %u boxes at no address", i, p.work.copy.count);
         break;
       case RIG_KIND_LAUNCH:
-        if (!launch_fits(p.work.launch)) return RIG_NEVER;
+        if (launch_room(p.work.launch, i, why) == RIG_NEVER) return RIG_NEVER;
         break;
-      default:  // 0, Words (the host runs no queue words), or unknown
-        return RIG_NEVER;
+      case RIG_KIND_WORDS: return rig_never(why, "part %u: Words, which the host queue does not run", i);
+      default: return rig_never(why, "part %u: kind %u, no kind of work", i, p.kind);
     }
   }
   // A failed or stopped queue takes nothing more; submit then reports why.

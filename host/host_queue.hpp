@@ -62,8 +62,8 @@ class HostQueue {
   // grid or group, more than 2^63 groups, more threads than its kernel states, more
   // shared bytes than kSharedBytesMax or more than RIG_PARAMS_MAX parameter bytes;
   // RIG_LATER when the ring is full; RIG_FITS otherwise (also once the queue failed or
-  // stopped: submit then says why).
-  int room(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const noexcept;
+  // stopped: submit then says why). A RIG_NEVER writes its reason into why (RIG_WHY bytes).
+  int room(const rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) const noexcept;
 
   // rig_driver::submit: places the job of value v in the ring and returns RIG_COMMITTED
   // (the dispatcher runs it once its waits hold and the values before it are done).

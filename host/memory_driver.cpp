@@ -71,18 +71,22 @@ class MemoryDriver final : public edge::Driver {
   }
 
   // rig_driver::room: RIG_NEVER for a part of another queue, a kind other than Copy and
-  // Fill, a fill without a function or a copy without boxes; RIG_FITS otherwise (the
-  // queue holds nothing: submit runs the work).
-  int room(const rig_part* parts, std::uint32_t count) const noexcept {
+  // Fill, a fill without a function or a copy without boxes, with the reason in why;
+  // RIG_FITS otherwise (the queue holds nothing: submit runs the work).
+  int room(const rig_part* parts, std::uint32_t count, char* why) const noexcept {
     for (std::uint32_t i = 0; i < count; ++i) {
       const rig_part& p = parts[i];
-      if (p.queue != 0) return RIG_NEVER;
+      if (p.queue != 0) return rig_never(why, "part %u: queue %u, but the device has only queue 0", i, p.queue);
       if (p.kind == RIG_KIND_FILL) {
-        if (p.work.fill.fn == nullptr) return RIG_NEVER;
+        if (p.work.fill.fn == nullptr) return rig_never(why, "part %u: a fill without a function", i);
       } else if (p.kind == RIG_KIND_COPY) {
-        if (p.work.copy.count != 0 && p.work.copy.boxes == nullptr) return RIG_NEVER;
+        if (p.work.copy.count != 0 && p.work.copy.boxes == nullptr)
+          return rig_never(why, "part %u: a copy of %u boxes at no address", i, p.work.copy.count);
+      } else if (p.kind == RIG_KIND_WORDS || p.kind == RIG_KIND_LAUNCH) {
+        return rig_never(why, "part %u: %s, which the memory device does not run (it runs Copy and Fill)", i,
+                         p.kind == RIG_KIND_WORDS ? "Words" : "a launch");
       } else {
-        return RIG_NEVER;
+        return rig_never(why, "part %u: kind %u, no kind of work", i, p.kind);
       }
     }
     return RIG_FITS;
@@ -159,8 +163,8 @@ class MemoryDriver final : public edge::Driver {
 
 MemoryDriver& driver_of(void* edge) { return *static_cast<MemoryEdge*>(edge)->driver; }
 
-int memory_room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t) {
-  return driver_of(edge).room(parts, count);
+int memory_room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t, char* why) {
+  return driver_of(edge).room(parts, count, why);
 }
 
 int memory_submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,

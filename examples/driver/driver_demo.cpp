@@ -6,7 +6,9 @@
 #include <rig/rig.hpp>
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "thread_driver.hpp"
 
@@ -49,6 +51,20 @@ int main() {
               static_cast<unsigned long long>(copied.value()), std::string(copied.device().name()).c_str(), n,
               wrong);
 
+  // A copy of more boxes than the device takes is refused with the driver's reason, and the
+  // device stays usable.
+  std::vector<rig::Box> many(300, rig::Box::row(16));
+  rig::Buffer other = rig::Buffer::create(thread, n);
+  bool refused_boxes = false;
+  try {
+    rig::Buffer::submit_copy(on_thread, other, many);
+  } catch (const std::invalid_argument& e) {
+    refused_boxes = std::string(e.what()).find("300 boxes, over the limit of 256") != std::string::npos;
+    std::printf("a copy of 300 boxes: %s\n", e.what());
+  }
+  rig::Point after = on_thread.submit_fill(std::byte{1});
+  after.wait();
+
   // An opener made with other headers than the library's is refused, naming both versions.
   auto stale = example::thread_opener("THREAD:stale");
   stale.rig_version = "0.0.1";
@@ -57,5 +73,5 @@ int main() {
                       refused.error().find(std::string(rig::version())) != std::string::npos;
   std::printf("an opener for rig 0.0.1: %s\n", refused ? "opened (wrong)" : refused.error().c_str());
   thread.close();
-  return wrong == 0 && refused_well ? 0 : 1;
+  return wrong == 0 && refused_well && refused_boxes ? 0 : 1;
 }

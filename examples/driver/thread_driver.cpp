@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -60,35 +61,42 @@ class ThreadDriver final : public rig::edge::Driver {
     f.completion = rig::edge::Completion::Host;  // the device's thread, a host thread, stores it
     f.waits = {.stores = true, .hosts = true};   // its thread reads any producer's word
     f.maps_host = true;
-    f.host_addresses = true;
+    f.host_addresses = false;  // not Device memory: the device's copies move its bytes
     f.alignment = kAlignment;
     f.word = word_;
     f.edge = &edge_;
     return f;
   }
 
-  // ---- Memory: host memory; a region's id, address, host address and handle are its pointer.
+  // ---- Memory: host memory, whose device address is its host address. The host addresses
+  // only Mapped and Pinned regions, as it addresses a GPU's memory only through a window:
+  // rig moves Device memory's bytes through the device's own copies.
 
   std::optional<rig::edge::Region> alloc(rig::Memory memory, std::size_t bytes) override {
-    if (memory == rig::Memory::Pinned) return std::nullopt;  // rig asks for none: host_addresses
     void* p = std::aligned_alloc(kAlignment, std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment));
     if (!p) return std::nullopt;
-    return rig::edge::Region{reinterpret_cast<std::uintptr_t>(p)};
+    auto host = reinterpret_cast<std::uintptr_t>(p);
+    std::lock_guard l(mutex_);
+    regions_[host] = {host, memory == rig::Memory::Device ? Kind::Device : Kind::HostAddressed};
+    return rig::edge::Region{host};
   }
   void free(rig::edge::Region r) override {
     std::lock_guard l(mutex_);
-    auto mapped = std::find(mappings_.begin(), mappings_.end(), r.id);
-    if (mapped != mappings_.end()) {
-      mappings_.erase(mapped);  // a mapping of host memory: the memory is its owner's
-      return;
-    }
-    std::free(reinterpret_cast<void*>(r.id));
+    Block b = regions_.at(r.id);
+    regions_.erase(r.id);
+    if (b.kind != Kind::MappedHost) std::free(reinterpret_cast<void*>(b.host));  // a mapping's is its owner's
   }
-  rig::edge::Location locate(rig::edge::Region r) override { return {r.id, r.id, std::intptr_t(r.id)}; }
+  rig::edge::Location locate(rig::edge::Region r) override {
+    std::lock_guard l(mutex_);
+    Block b = regions_.at(r.id);
+    if (b.kind == Kind::Device) return {b.host, std::nullopt, std::intptr_t(b.host)};
+    return {b.host, b.host, std::intptr_t(b.host)};
+  }
+  // A mapping is a region of its own (ids 1, 2, …; allocations' ids are their addresses).
   rig::edge::Mapping map_host(std::uintptr_t host, std::size_t) override {
     std::lock_guard l(mutex_);
-    mappings_.push_back(host);
-    return rig::edge::Region{host};
+    regions_[next_mapping_] = {host, Kind::MappedHost};
+    return rig::edge::Region{next_mapping_++};
   }
 
   // ---- Code: none.
@@ -101,14 +109,17 @@ class ThreadDriver final : public rig::edge::Driver {
 
   // ---- The C functions.
 
-  // room: NEVER for a part of another queue, a kind it does not run or a copy of too many
-  // boxes; LATER while the ring is full; FITS otherwise.
-  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t) {
+  // room: NEVER, saying why, for a part of another queue, a kind it does not run or a copy
+  // of too many boxes; LATER while the ring is full; FITS otherwise.
+  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t, char* why) {
     auto& d = self(edge);
     for (std::uint32_t i = 0; i < count; ++i) {
       const rig_part& p = parts[i];
-      if (p.queue != 0 || (p.kind != RIG_KIND_COPY && p.kind != RIG_KIND_FILL)) return RIG_NEVER;
-      if (p.kind == RIG_KIND_COPY && p.work.copy.count > d.options_.most_boxes) return RIG_NEVER;
+      if (p.queue != 0) return rig_never(why, "part %u: queue %u, but the device has only COPY:0", i, p.queue);
+      if (p.kind != RIG_KIND_COPY && p.kind != RIG_KIND_FILL)
+        return rig_never(why, "part %u: kind %u, but the thread device runs only copies and fills", i, p.kind);
+      if (p.kind == RIG_KIND_COPY && p.work.copy.count > d.options_.most_boxes)
+        return rig_never(why, "part %u: %u boxes, over the limit of %u", i, p.work.copy.count, d.options_.most_boxes);
     }
     std::lock_guard l(d.mutex_);
     return d.ring_.size() >= d.options_.ring_values ? RIG_LATER : RIG_FITS;
@@ -216,7 +227,13 @@ class ThreadDriver final : public rig::edge::Driver {
   std::mutex mutex_;
   std::condition_variable moved_;
   std::deque<Value> ring_;
-  std::vector<std::uintptr_t> mappings_;
+  enum class Kind { Device, HostAddressed, MappedHost };
+  struct Block {
+    std::uintptr_t host;
+    Kind kind;
+  };
+  std::map<std::uintptr_t, Block> regions_;  // by region id
+  std::uintptr_t next_mapping_ = 1;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> failed_{false};
   char failure_[128] = {};

@@ -3,9 +3,10 @@
 // copy engine runs them beside the host. It is the fake driver's skeleton (rig's
 // tests/support/fake_driver.cpp) grown into a device that runs by itself.
 //
-// The device: queue "COPY:0" {Copy, Fill}, its copy engine. Memory is host memory (Device and
-// Mapped; it allocates no Pinned memory, since the host addresses all of it), aligned to 64
-// bytes, whose device address is its host address; it maps host memory as it is. A fill's
+// The device: queue "COPY:0" {Copy, Fill}, its copy engine. Memory is host memory aligned to
+// 64 bytes, whose device address is its host address; the host addresses Mapped and Pinned
+// regions only, so that, as on a GPU, rig moves the bytes of Device memory through the
+// device's own copies (staging through host memory, which it maps as it is). A fill's
 // function is called during submit; a copy is queued for the device's thread, which runs the
 // values in order, each once the words of its waits show their values (its queue waits for
 // every producer), and then stores the value into the timeline word. Its ring holds

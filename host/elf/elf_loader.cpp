@@ -831,13 +831,47 @@ Result<void> read_symbols(Object& object) {
   return {};
 }
 
+// The first bytes of LLVM bitcode, raw ("BC" 0xC0DE) or in its wrapper (0x0B17C0DE, little
+// endian), as clang -flto writes it (LLVM's BitCodeFormat documentation).
+constexpr std::array<unsigned char, 4> kBitcodeMagic{'B', 'C', 0xC0, 0xDE};
+constexpr std::array<unsigned char, 4> kBitcodeWrapperMagic{0xDE, 0xC0, 0x17, 0x0B};
+
+// An object whose code is only link-time-optimization IR has nothing to load: gcc -flto
+// without -ffat-lto-objects leaves its code in .gnu.lto_* sections and its .text, .data
+// and .bss empty; clang's ELF form keeps it in .llvm.lto. Such an object has an LTO
+// section and no allocated section with bytes.
+Result<void> check_machine_code(const Object& object) {
+  std::string_view lto;
+  for (std::uint32_t i = 1; i < object.sections.size(); ++i) {
+    const Elf64_Shdr& section = object.sections[i];
+    if ((section.sh_flags & SHF_ALLOC) && section.sh_size != 0) return {};
+    const std::string_view name = object.section_names[i];
+    if (name.starts_with(".gnu.lto_")) lto = ".gnu.lto_*";
+    else if (name == ".llvm.lto") lto = ".llvm.lto";
+  }
+  if (lto == ".gnu.lto_*") {
+    return fail("the object holds only GCC LTO bytecode (sections .gnu.lto_*), no machine code: compile it "
+                "without -flto, or with -ffat-lto-objects");
+  }
+  if (!lto.empty()) {
+    return fail("the object holds only LLVM bitcode (section .llvm.lto), no machine code: compile it "
+                "without -flto, or with -ffat-lto-objects");
+  }
+  return {};
+}
+
 Result<Object> parse(std::span<const std::byte> bytes) {
   Object object;
   object.bytes = bytes;
   constexpr std::array<unsigned char, 4> kMagic{ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3};
-  if (bytes.size() < kMagic.size() || std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0) {
-    return fail("not an ELF file");
+  auto starts_with = [&](const std::array<unsigned char, 4>& magic) {
+    return bytes.size() >= magic.size() && std::memcmp(bytes.data(), magic.data(), magic.size()) == 0;
+  };
+  if (starts_with(kBitcodeMagic) || starts_with(kBitcodeWrapperMagic)) {
+    return fail("an LLVM bitcode file (clang -flto), not an ELF object: it holds no machine code; compile it "
+                "without -flto");
   }
+  if (!starts_with(kMagic)) return fail("not an ELF file");
   const auto header = read_at<Elf64_Ehdr>(bytes, 0);
   if (!header) {
     // Report what the identification says before complaining of the length.
@@ -849,6 +883,7 @@ Result<Object> parse(std::span<const std::byte> bytes) {
   object.header = *header;
   if (auto checked = check_header(object.header); !checked) return std::unexpected(checked.error());
   if (auto read = read_section_headers(object); !read) return std::unexpected(read.error());
+  if (auto code = check_machine_code(object); !code) return std::unexpected(code.error());
   if (auto read = read_symbols(object); !read) return std::unexpected(read.error());
   return object;
 }

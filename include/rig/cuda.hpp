@@ -27,7 +27,8 @@
 //
 // The C functions: room answers RIG_FITS for parts it runs and RIG_NEVER for Words, a kind a
 // queue does not run, or a launch whose grid, block, threads or dynamic shared memory is
-// empty or exceeds the GPU's or the function's limits; it never answers LATER or GROW (the
+// empty or exceeds the GPU's or the function's limits, with a reason that names the part,
+// the limit, the value and the limit's value; it never answers LATER or GROW (the
 // streams hold any amount of work). submit orders the value after the previous one (the
 // streams it uses wait for the stream that completed it, with events), after the waits, and
 // each part after the parts of the other queue it names in `after`; calls each fill with its

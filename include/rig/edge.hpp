@@ -180,6 +180,17 @@ struct Dmabuf {
 };
 using Dma = std::variant<Bus, Dmabuf>;
 
+// A figure written out for the reason of a RIG_NEVER (rig_never), in a buffer of its own:
+// pass its text to %s. Making one allocates nothing.
+struct Figure {
+  char text[24];
+};
+// Bytes in the largest binary unit that divides them: "64 KiB", "1 GiB", "1000 bytes".
+Figure bytes_figure(std::uint64_t n) noexcept;
+// A count from 1024 on as a power of two, or one less, where it is one ("2^33", "2^32-1");
+// else its digits ("1000").
+Figure count_figure(std::uint64_t n) noexcept;
+
 // A fault of the device: rig loses the device with what() as the reason.
 class Fault : public std::runtime_error {
  public:

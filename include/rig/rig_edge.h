@@ -35,6 +35,9 @@ extern "C" {
 /* The most parameter bytes a launch carries. */
 #define RIG_PARAMS_MAX 4096
 
+/* Bytes of the buffer where room writes the reason of a RIG_NEVER (room's why). */
+#define RIG_WHY 256
+
 /* The number of timeline words in rig_words: one per device index (16 bits). */
 #define RIG_WORDS 65536
 
@@ -120,8 +123,14 @@ struct rig_wait {
  * first member points to this table. rig calls them one at a time for each device. */
 struct rig_driver {
   /* Whether parts and the waits of the submit after it fit the queues: RIG_FITS,
-   * RIG_LATER, RIG_GROW or RIG_NEVER. It may write the parts' scratch. */
-  int (*room)(void *edge, struct rig_part *parts, uint32_t count, uint32_t waits);
+   * RIG_LATER, RIG_GROW or RIG_NEVER. It may write the parts' scratch.
+   * why is a buffer of RIG_WHY bytes whose first byte rig sets to 0 before each call. The
+   * driver writes it only when it answers RIG_NEVER: a NUL-terminated sentence (rig_never
+   * writes one) that says which part, which limit, the value asked and the limit, such as
+   * "part 0: 1 GiB of shared memory, over the function's limit of 64 KiB". rig raises
+   * invalid_argument with the device's name and that sentence ("AMD:0: part 0: ..."); for a
+   * why left empty, with a generic sentence that names every cause. */
+  int (*room)(void *edge, struct rig_part *parts, uint32_t count, uint32_t waits, char *why);
   /* Encodes parts as the work of value v, after waits and the device's earlier work.
    * times is NULL, or (while a profile is taken) the pair where the driver writes v's
    * start and end on the host clock (rig_now_ns), or leaves 0 for work it cannot time.
@@ -136,6 +145,15 @@ struct rig_driver {
    * frees what it kept of v. NULL for a driver whose facts list no counters. */
   int (*measures)(void *edge, uint64_t v, uint64_t *out, const char **failure);
 };
+
+/* Writes the reason of a RIG_NEVER into room's why, formatted as printf formats (cut to
+ * RIG_WHY - 1 bytes, NUL-terminated), and returns RIG_NEVER, so that room can end with
+ * `return rig_never(why, "part %u: ...", i, ...);`. Defined by rig; it allocates nothing. */
+int rig_never(char *why, const char *format, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* The host's clock: CLOCK_MONOTONIC in nanoseconds. Profiles use it for every time. */
 uint64_t rig_now_ns(void);

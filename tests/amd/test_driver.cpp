@@ -335,13 +335,57 @@ TEST_CASE("held engines take no packets until released, and then run what waited
   CHECK(read_u32(out) == 2);
 }
 
-TEST_CASE("room refuses what the queues can never hold") {
+TEST_CASE("room refuses what the queues can never hold, naming the ring and its size, and the device goes on") {
   auto& sim = simulator();
   Opened d(sim, {.compute_ring_bytes = 4096});
   std::vector<std::uint32_t> big(2000);
   pm4::Pm4(pm4::Gen::Gfx11, big).nop(2000);
   Run run;
-  CHECK_THROWS_AS(submit(words_part(d, words_buffer(d, big)), run, {}, {}), std::invalid_argument);
+  try {
+    submit(words_part(d, words_buffer(d, big)), run, {}, {});
+    FAIL("the submit was not refused");
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(what.starts_with(std::string(d->name()) + ": 1 part and 0 waits take "));
+    CHECK(what.ends_with(" bytes of the COMPUTE:0 ring, over its 4 KiB"));
+  }
+  CHECK(!d->lost());
+  Buffer out = Buffer::create(d, 4);
+  writes(d, out, 7);
+  CHECK(read_u32(out) == 7);
+}
+
+TEST_CASE("room refuses a launch over the group's shared memory, naming the limit, and the device goes on") {
+  auto& sim = simulator();
+  Opened d(sim);
+  auto image = Image::load(d, gpu_kernels());
+  REQUIRE(image);
+  auto f = image->resolve("vector_add");
+  REQUIRE(f);
+  auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+  auto block = s.block(0);
+  Run run;
+  run.groups(block, 1);
+  run.threads(block, 64);
+  run.set(block, 24, std::uint32_t(64));
+  run.shared(block, 1u << 30);
+  Buffer a = Buffer::create(d, 256), b = Buffer::create(d, 256), c = Buffer::create(d, 256);
+  Buffer reads[] = {a, b}, written[] = {c};
+  try {
+    submit(s, run, reads, written);
+    FAIL("the submit was not refused");
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(what.starts_with(std::string(d->name()) + ": part 0: "));
+    CHECK(what.find("of shared memory (1 GiB asked") != std::string::npos);
+    CHECK(what.ends_with("over the limit of 64 KiB"));
+  }
+  CHECK(!d->lost());
+  run.shared(block, 0);
+  submit(s, run, reads, written).wait();
+  CHECK(!d->lost());
 }
 
 TEST_CASE("closing returns every buffer, queue, event and doorbell mapping the device made, and it opens again") {
@@ -421,7 +465,8 @@ TEST_CASE("ring_of shows the dwords a submission wrote into a queue's ring, and 
   part.work.words = {words.data(), words.size()};
   void* edge = driver.facts().edge;
   const auto* table = *static_cast<const rig_driver* const*>(edge);
-  REQUIRE(table->room(edge, &part, 1, 0) == RIG_FITS);
+  char why[RIG_WHY] = "";
+  REQUIRE(table->room(edge, &part, 1, 0, why) == RIG_FITS);
   const char* failure = nullptr;
   REQUIRE(table->submit(edge, &part, 1, nullptr, 0, 1, nullptr, &failure) == RIG_COMMITTED);
   auto after = rig::amd::ring_of(driver, 0);
@@ -471,7 +516,8 @@ TEST_CASE("settle gives a timed value's start and end on the host clock") {
   rig_part part{};
   part.queue = 0, part.kind = RIG_KIND_WORDS;
   part.work.words = {nop.data(), nop.size()};
-  REQUIRE(c->room(facts.edge, &part, 1, 0) == RIG_FITS);
+  char why[RIG_WHY] = "";
+  REQUIRE(c->room(facts.edge, &part, 1, 0, why) == RIG_FITS);
   std::uint64_t times[2] = {0, 0};
   const char* failure = nullptr;
   std::uint64_t before = rig_now_ns();

@@ -104,9 +104,28 @@ TEST_CASE("no room answers are retried; calls without one refuse to arm it") {
   CHECK_THROWS_AS(control->no_room_nth(faulty::Call::Submit, 1), std::invalid_argument);
   control->fail_next(faulty::Call::Room);
   Buffer b = Buffer::create(d, 64);
+  const std::string injected = std::string(d.name()) + ": injected fault (faulty: room call ";
   CHECK_THROWS_WITH_AS(submit(copy_of(d, a, b), *std::make_unique<Run>(), {}, {}),
-                       doctest::Contains("can never hold"), std::invalid_argument);
+                       doctest::Contains(injected.c_str()), std::invalid_argument);
   CHECK(!d.lost());
+  d.close();
+}
+
+TEST_CASE("a wrapped driver's reason for a NEVER passes through, and the device goes on") {
+  auto [opener, control] = faulty::wrap(fake::opener(unique("FAKE"), {.capacity = 2, .grow_to = 2}).first);
+  Device d = *open(opener);
+  Buffer a = Buffer::create(d, 64), b = Buffer::create(d, 64);
+  Submission::Part part{"", {}, Submission::Copy{{a, 0}, {b, 0}, {Box::row(64)}, {}}};
+  std::vector<Submission::Part> parts(3, part);
+  std::pair<Buffer, Access> fixed[] = {{a, Access::Read}, {b, Access::ReadWrite}};
+  auto three = Submission::make(d, parts, 0, 0, fixed);
+  Run run;
+  const std::string reason =
+      std::string(d.name()) + ": 3 parts and 0 waits take 3 queue entries, over the 2 its queues grow to";
+  CHECK_THROWS_WITH_AS(submit(three, run, {}, {}), doctest::Contains(reason.c_str()), std::invalid_argument);
+  CHECK(control->injected(faulty::Call::Room) == 0);
+  CHECK(!d.lost());
+  submit(copy_of(d, a, b), run, {}, {}).wait();
   d.close();
 }
 

@@ -3,11 +3,13 @@
 
 #include <rig/rig.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
 
 #include "../support/fake_driver.hpp"
+#include "host_driver.hpp"
 #include "support.hpp"
 
 using namespace rig;
@@ -133,6 +135,34 @@ TEST_CASE("make refuses what the design lists, naming the device and the part") 
   m.close();
 }
 
+TEST_CASE("a box past its copy's ends is refused with its rows, offsets, pitches and the ends' lengths") {
+  Device cpu = host();
+  Buffer src = Buffer::create(cpu, 64), dst = Buffer::create(cpu, 32), slot = Buffer::create(cpu, 16);
+  using Copy = Submission::Copy;
+  // Both ends fixed: make refuses it.
+  Part both{"", {}, Copy{{src, 0}, {dst, 0}, {Box::row(48, 8, 4)}, {}}};
+  CHECK_THROWS_WITH_AS(Submission::make(cpu, std::span(&both, 1), 0, 0),
+                       "CPU: part 0: a box of 1 rows of 48 bytes (source offset 8, pitch 48; destination offset 4, "
+                       "pitch 48) does not fit the copy's source of 64 bytes and destination of 32 bytes",
+                       std::invalid_argument);
+  Part fill{"", {}, Copy{{}, {dst, 0}, {Box{0, 16, 8, 3, 8, 8}}, std::byte{7}}};
+  CHECK_THROWS_WITH_AS(Submission::make(cpu, std::span(&fill, 1), 0, 0),
+                       "CPU: part 0: a box of 3 rows of 8 bytes at offset 16, pitch 8, does not fit the fill's "
+                       "destination of 32 bytes",
+                       std::invalid_argument);
+  // An end that is the run's buffer: submit refuses it, and the device goes on.
+  Part to_slot{"", {}, Copy{{src, 0}, {{}, 0}, {Box::row(32)}, {}}};
+  auto s = Submission::make(cpu, std::span(&to_slot, 1), 0, 1);
+  Run run;
+  Buffer small[] = {slot};
+  CHECK_THROWS_WITH_AS(submit(s, run, {}, small),
+                       "CPU: part 0: a box of 1 rows of 32 bytes (source offset 0, pitch 32; destination offset 0, "
+                       "pitch 32) does not fit the copy's source of 64 bytes and destination of 16 bytes",
+                       std::invalid_argument);
+  Buffer large[] = {dst};
+  submit(s, run, {}, large).wait();
+}
+
 TEST_CASE("make refuses a launch of another device's function") {
   auto [opener, control] = fake::opener(unique("FAKE"));
   Device d = *open(opener);
@@ -234,11 +264,86 @@ TEST_CASE("room LATER waits for a value, GROW grows the queues, NEVER refuses") 
   submit(s4, run, {}, {}).wait();  // GROW, then fits
   CHECK(control->calls(fake::Call::Grow) >= 1);
   auto s9 = Submission::make(d, many, 0, 0);
-  CHECK_THROWS_WITH_AS(submit(s9, run, {}, {}), doctest::Contains("can never hold this submission"),
-                       std::invalid_argument);
+  const std::string never = std::string(d.name()) + ": 9 parts and 0 waits take 9 queue entries, over the 8 its "
+                                                    "queues grow to";
+  CHECK_THROWS_WITH_AS(submit(s9, run, {}, {}), doctest::Contains(never.c_str()), std::invalid_argument);
   submit(s1, run, {}, {}).wait();  // still usable
   CHECK(control->violations().empty());
   d.close();
+}
+
+TEST_CASE("a NEVER refusal carries the device's name and its driver's reason, and the device goes on") {
+  auto [opener, control] = fake::opener(unique("FAKE"));
+  Device d = *open(opener);
+  auto words = Buffer::of_string(std::string(8, '\0'));
+  Part one{"", {}, Submission::Words{words}};
+  auto s = Submission::make(d, std::span(&one, 1), 0, 0);
+  Run run;
+  control->fail_nth(fake::Call::Room, control->calls(fake::Call::Room) + 1, "part 0: 3 widgets, over the limit of 2");
+  try {
+    submit(s, run, {}, {});
+    FAIL("the submit was not refused");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()) == std::string(d.name()) + ": part 0: 3 widgets, over the limit of 2");
+  }
+  CHECK(!d.lost());
+  submit(s, run, {}, {}).wait();
+  CHECK(control->violations().empty());
+  d.close();
+}
+
+TEST_CASE("a NEVER without a reason is refused with the generic sentence") {
+  auto [opener, control] = fake::opener(unique("FAKE"));
+  Device d = *open(opener);
+  auto words = Buffer::of_string(std::string(8, '\0'));
+  Part one{"", {}, Submission::Words{words}};
+  auto s = Submission::make(d, std::span(&one, 1), 0, 0);
+  Run run;
+  control->fail_nth(fake::Call::Room, control->calls(fake::Call::Room) + 1, "");
+  const std::string generic = std::string(d.name()) + ": its queues can never hold this submission (1 parts, 0 "
+                                                      "waits), and its driver gave no reason";
+  CHECK_THROWS_WITH_AS(submit(s, run, {}, {}), doctest::Contains(generic.c_str()), std::invalid_argument);
+  submit(s, run, {}, {}).wait();
+  d.close();
+}
+
+TEST_CASE("the host device refuses shared memory past its limit with the driver's reason, and goes on") {
+  Device cpu = host();
+  Buffer data = Buffer::create(cpu, 4 * 256);
+  data.write<std::uint32_t>([](std::span<std::uint32_t> xs) { std::fill(xs.begin(), xs.end(), 0u); });
+  auto s = add_submission(cpu);
+  Run run;
+  set_add(run, s, 256, 1);
+  run.shared(s.block(0), 1u << 30);
+  Buffer writes[] = {data};
+  CHECK_THROWS_WITH_AS(submit(s, run, {}, writes),
+                       doctest::Contains("CPU: part 0: 1 GiB of shared memory, over the limit of 64 KiB"),
+                       std::invalid_argument);
+  CHECK(!cpu.lost());
+  run.shared(s.block(0), 0);
+  submit(s, run, {}, writes).wait();
+  data.read<std::uint32_t>([](std::span<const std::uint32_t> xs) { CHECK(xs[255] == 1); });
+}
+
+TEST_CASE("a memory device refuses work its queue does not run with the driver's reason, and goes on") {
+  // Facts that claim the queue runs Words let the part past the core, to the driver's room.
+  auto name = unique("MEM");
+  edge::Opener<> inner{name, [](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
+                         return cpu::make_memory_driver(word);
+                       }};
+  Device m = *open(test::twisted(name, inner, [](edge::Facts& f) { f.queues[0].runs.push_back(Kind::Words); }));
+  Part words{"", {}, Submission::Words{Buffer::of_string(std::string(8, '\0'))}};
+  auto refused = Submission::make(m, std::span(&words, 1), 0, 0);
+  Run run;
+  const std::string reason =
+      name + ": part 0: Words, which the memory device does not run (it runs Copy and Fill)";
+  CHECK_THROWS_WITH_AS(submit(refused, run, {}, {}), doctest::Contains(reason.c_str()), std::invalid_argument);
+  CHECK(!m.lost());
+  Buffer arg = Buffer::of_string("x");
+  Part fill{"", {}, Submission::Fill{[](void*, void*, std::uint64_t) { return 0; }, arg}};
+  submit(Submission::make(m, std::span(&fill, 1), 0, 0), run, {}, {}).wait();
+  CHECK(!m.lost());
+  m.close();
 }
 
 TEST_CASE("a driver that commits every k values is committed by waits") {

@@ -145,9 +145,14 @@ TEST_CASE("room refuses a launch past the function's limits") {
   Run run;
   set_add(run, s, 1024, 1);
   run.shared(s.block(0), 1u << 30);  // far past any GPU's shared memory
-  CHECK_THROWS_AS(submit(s, run, {}, writes), std::invalid_argument);
+  const std::string reason =
+      std::string(d.name()) + ": part 0: 1 GiB of dynamic shared memory, over add_u32's limit of ";
+  CHECK_THROWS_WITH_AS(submit(s, run, {}, writes), doctest::Contains(reason.c_str()), std::invalid_argument);
   Run over;
   CHECK_THROWS_AS(over.threads(s.block(0), 1u << 20), std::invalid_argument);
+  CHECK(!d.lost());
+  run.shared(s.block(0), 0);
+  submit(s, run, {}, writes).wait();
 }
 
 TEST_CASE("a submission's parts run on both queues in order: copy in, launch, copy out") {

@@ -6,6 +6,7 @@
 #include <rig/cuda_abi.hpp>
 #include <rig/rig.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -112,8 +113,10 @@ struct Direct {
   ~Direct() {
     if (!stopped) driver->stop("the test is done");
   }
+  char why[RIG_WHY] = "";  // room's reason of its last RIG_NEVER
   int room(std::vector<rig_part>& parts, std::uint32_t waits = 0) {
-    return c->room(facts.edge, parts.data(), std::uint32_t(parts.size()), waits);
+    why[0] = 0;
+    return c->room(facts.edge, parts.data(), std::uint32_t(parts.size()), waits, why);
   }
   // Submits parts as the next value; returns submit's answer.
   int submit(std::vector<rig_part>& parts, std::uint64_t* times = nullptr, std::vector<rig_wait> waits = {},
@@ -489,22 +492,61 @@ TEST_CASE("graph refuses a call from inside a fill, and gives the context's erro
 
 // ---- The driver directly: room, profiles, map_host, map_peer, host waits, stop.
 
-TEST_CASE("room answers NEVER for Words and for kinds a queue does not run, FITS otherwise") {
+TEST_CASE("room answers NEVER for Words and for kinds a queue does not run, with the reason; FITS otherwise") {
   fake();
   Direct g(0);
   std::vector<rig_part> parts = {fill_part(0, nothing), fill_part(1, nothing)};
   CHECK(g.room(parts, 3) == RIG_FITS);
+  CHECK(std::string(g.why).empty());
   parts[1].kind = RIG_KIND_WORDS;
   CHECK(g.room(parts) == RIG_NEVER);
+  CHECK(std::string(g.why) == "part 1: queue COPY:0 does not run Words");
   parts[1].kind = RIG_KIND_COPY;
   CHECK(g.room(parts) == RIG_FITS);
   parts[1].queue = 0;  // COMPUTE:0 runs no Copy
   CHECK(g.room(parts) == RIG_NEVER);
+  CHECK(std::string(g.why) == "part 1: queue COMPUTE:0 does not run Copy (COPY:0 does)");
   parts[1].kind = RIG_KIND_LAUNCH;  // a launch without a function
   CHECK(g.room(parts) == RIG_NEVER);
+  CHECK(std::string(g.why) == "part 1: a launch of no function");
   parts[1].queue = 2;
   parts[1].kind = RIG_KIND_FILL;
   CHECK(g.room(parts) == RIG_NEVER);
+  CHECK(std::string(g.why) == "part 1: queue 2, but the device has 2 queues");
+}
+
+TEST_CASE("a launch past the GPU's grid or the function's shared memory is refused with the limit, and goes on") {
+  fake();
+  Device d = t::open_gpu(0);
+  auto fn = t::kernel(d, "add_u32");
+  Buffer data = Buffer::create(d, 256 * 4, Memory::Pinned);
+  data.write<std::uint32_t>([](std::span<std::uint32_t> xs) { std::fill(xs.begin(), xs.end(), 0u); });
+  auto s = t::one_launch(d, fn, 20, 0, 1);
+  auto b = s.block(0);
+  Run run;
+  t::elements(run, b, 256);
+  run.set(b, 8, std::uint64_t(256));
+  run.set(b, 16, std::uint32_t(1));
+  Buffer writes[] = {data};
+  const std::string name(d.name());
+  run.groups(b, 1, 70000);
+  CHECK_THROWS_WITH_AS(submit(s, run, {}, writes),
+                       (name + ": part 0: 70000 groups in y, over the GPU's limit of 2^16-1").c_str(),
+                       std::invalid_argument);
+  run.groups(b, 1);
+  run.shared(b, 1u << 30);
+  try {
+    submit(s, run, {}, writes);
+    FAIL("the submit was not refused");
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(what.starts_with(name + ": part 0: 1 GiB of dynamic shared memory, over add_u32's limit of "));
+  }
+  CHECK(!d.lost());
+  run.shared(b, 0);
+  submit(s, run, {}, writes).wait();
+  data.read<std::uint32_t>([](std::span<const std::uint32_t> xs) { CHECK(xs[0] == 1); });
 }
 
 TEST_CASE("a timed value's times are on the host clock, within its submit and its completion") {

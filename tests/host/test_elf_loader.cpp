@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -64,7 +65,7 @@ Fn function(const ElfImage& image, const char* name) {
 std::vector<std::string> kernel_variants() {
   std::vector<std::string> names{"kernels_o2.o",    "kernels_o0.o",       "kernels_pic.o",
                                  "kernels_nopic.o", "kernels_debug.o",    "kernels_sections.o",
-                                 "kernels_common.o", "kernels_noplt.o"};
+                                 "kernels_common.o", "kernels_noplt.o",    "kernels_lto_fat.o"};
 #if defined(__x86_64__)
   names.push_back("kernels_large.o");
   names.push_back("kernels_large_pic.o");
@@ -472,6 +473,46 @@ TEST_CASE("an empty span is refused") {
 TEST_CASE("bytes that are not ELF are refused") {
   const std::string text = "#!/bin/sh\necho not an object\n";
   CHECK(load_error(std::as_bytes(std::span(text))) == "not an ELF file");
+}
+
+TEST_CASE("an object of GCC LTO bytecode only (-flto, slim) is refused, saying what to do") {
+  CHECK(load_error(object_bytes("kernels_lto_slim.o")) ==
+        "the object holds only GCC LTO bytecode (sections .gnu.lto_*), no machine code: compile it without "
+        "-flto, or with -ffat-lto-objects");
+}
+
+TEST_CASE("a fat LTO object (-flto -ffat-lto-objects) loads its machine code") {
+  const auto image = load_ok("kernels_lto_fat.o");
+  int values[8] = {};
+  function<void (*)(int*, int)>(*image, "fill_squares")(values, 8);
+  CHECK(values[7] == 49);
+}
+
+TEST_CASE("LLVM bitcode, raw or wrapped, is refused as such") {
+  for (std::array<unsigned char, 8> magic : {std::array<unsigned char, 8>{'B', 'C', 0xC0, 0xDE, 0x35, 0x14, 0, 0},
+                                             std::array<unsigned char, 8>{0xDE, 0xC0, 0x17, 0x0B, 0, 0, 0, 0}}) {
+    CHECK(load_error(std::as_bytes(std::span(magic))) ==
+          "an LLVM bitcode file (clang -flto), not an ELF object: it holds no machine code; compile it without "
+          "-flto");
+  }
+}
+
+TEST_CASE("an ELF object of LLVM bitcode only (section .llvm.lto) is refused") {
+  // The slim GCC object with its LTO sections renamed: what matters is an .llvm.lto section
+  // and no allocated section with bytes.
+  auto bytes = object_bytes("kernels_lto_slim.o");
+  const auto& header = *reinterpret_cast<const Elf64_Ehdr*>(bytes.data());
+  const auto* sections = reinterpret_cast<const Elf64_Shdr*>(bytes.data() + header.e_shoff);
+  auto* names = reinterpret_cast<char*>(bytes.data() + sections[header.e_shstrndx].sh_offset);
+  bool renamed = false;
+  for (std::size_t i = 1; i < header.e_shnum; ++i) {
+    char* name = names + sections[i].sh_name;
+    if (std::strncmp(name, ".gnu.lto_", 9) == 0) std::memcpy(name, ".llvm.lto", 10), renamed = true;
+  }
+  REQUIRE(renamed);
+  CHECK(load_error(bytes) ==
+        "the object holds only LLVM bitcode (section .llvm.lto), no machine code: compile it without -flto, or "
+        "with -ffat-lto-objects");
 }
 
 TEST_CASE("every prefix of a real object gives an error or an image, never a crash") {

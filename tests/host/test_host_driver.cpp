@@ -93,8 +93,10 @@ struct Host {
 
   std::uint64_t shown() const { return load(word); }
 
+  char why[RIG_WHY] = "";  // room's reason of its last RIG_NEVER
   int room(rig_part* parts, std::uint32_t count, std::uint32_t waits = 0) {
-    return table->room(edge, parts, count, waits);
+    why[0] = 0;
+    return table->room(edge, parts, count, waits, why);
   }
   // Submits value v, asking room first; fails the test unless room fits and submit commits.
   void submit(rig_part* parts, std::uint32_t count, std::uint64_t v,
@@ -492,41 +494,54 @@ TEST_CASE("a fill is called with the queue's context, its argument and the value
 // ---------------------------------------------------------------------------------------
 // Room.
 
-TEST_CASE("room answers RIG_NEVER for work the queue never runs") {
+TEST_CASE("room answers RIG_NEVER for work the queue never runs, saying which part and limit") {
   Host h;
   Kernels k(h);
   SaxpyParams params{};
   const rig_part good = launch_part(k.saxpy, {2, 1, 1}, {256, 1, 1}, &params, sizeof params);
   rig_part p = good;
   CHECK(h.room(&p, 1) == RIG_FITS);
+  CHECK(std::string(h.why).empty());
 
-  SUBCASE("a part of kind 0") { p.kind = 0; }
+  std::string reason;
+  SUBCASE("a part of kind 0") { p.kind = 0, reason = "part 1: kind 0, no kind of work"; }
   SUBCASE("queue words") {
     static const std::uint32_t words[1] = {0};
     std::memset(&p.work, 0, sizeof p.work);
     p.kind = RIG_KIND_WORDS;
     p.work.words = {words, 1};
+    reason = "part 1: Words, which the host queue does not run";
   }
-  SUBCASE("a queue other than 0") { p.queue = 1; }
-  SUBCASE("an empty grid in x") { p.work.launch.groups[0] = 0; }
-  SUBCASE("an empty grid in y") { p.work.launch.groups[1] = 0; }
-  SUBCASE("an empty grid in z") { p.work.launch.groups[2] = 0; }
-  SUBCASE("an empty group in x") { p.work.launch.threads[0] = 0; }
-  SUBCASE("an empty group in y") { p.work.launch.threads[1] = 0; }
-  SUBCASE("an empty group in z") { p.work.launch.threads[2] = 0; }
+  SUBCASE("a queue other than 0") { p.queue = 1, reason = "part 1: queue 1, but the device has only queue 0"; }
+  SUBCASE("an empty grid in x") {
+    p.work.launch.groups[0] = 0;
+    reason = "part 1: a launch of 0x1x1 groups of 256x1x1 threads has an empty dimension";
+  }
+  SUBCASE("an empty grid in y") { p.work.launch.groups[1] = 0, reason = "2x0x1 groups"; }
+  SUBCASE("an empty grid in z") { p.work.launch.groups[2] = 0, reason = "2x1x0 groups"; }
+  SUBCASE("an empty group in x") { p.work.launch.threads[0] = 0, reason = "of 0x1x1 threads has an empty dimension"; }
+  SUBCASE("an empty group in y") { p.work.launch.threads[1] = 0, reason = "of 256x0x1 threads"; }
+  SUBCASE("an empty group in z") { p.work.launch.threads[2] = 0, reason = "of 256x1x0 threads"; }
   SUBCASE("more groups than the device counts") {
     p.work.launch.groups[0] = p.work.launch.groups[1] = p.work.launch.groups[2] = 0xffffffffu;
+    reason = "part 1: 4294967295x4294967295x4294967295 groups, over the limit of 2^63 groups in all";
   }
   SUBCASE("more threads than the kernel states") {
     p.work.launch.threads[0] = 128;
     p.work.launch.threads[1] = 3;
+    reason = "part 1: 128x3x1 threads per group, over the kernel's limit of 256";
   }
-  SUBCASE("more shared memory than a group may have") { p.work.launch.shared = 64 * 1024 + 1; }
+  SUBCASE("more shared memory than a group may have") {
+    p.work.launch.shared = 1 << 20;
+    reason = "part 1: 1 MiB of shared memory, over the limit of 64 KiB";
+  }
   SUBCASE("more parameters than a launch carries") {
     p.work.launch.param_bytes = RIG_PARAMS_MAX + 1;
+    reason = "part 1: 4097 parameter bytes, over the limit of 4096";
   }
   rig_part parts[2] = {good, p};
   CHECK(h.room(parts, 2) == RIG_NEVER);
+  CHECK_MESSAGE(std::string(h.why).find(reason) != std::string::npos, h.why);
 }
 
 TEST_CASE("room answers RIG_LATER when the ring is full, and RIG_FITS once a value is reached") {
@@ -770,7 +785,8 @@ struct CountingQueue {
   ~CountingQueue() { queue.stop("the test is over"); }
 
   void submit(rig_part* parts, std::uint32_t count, std::uint64_t v, std::uint64_t* times) {
-    REQUIRE(queue.room(parts, count, 0) == RIG_FITS);
+    char why[RIG_WHY] = "";
+    REQUIRE(queue.room(parts, count, 0, why) == RIG_FITS);
     const char* failure = nullptr;
     REQUIRE(queue.submit(parts, count, nullptr, 0, v, times, &failure) == RIG_COMMITTED);
   }
@@ -921,7 +937,8 @@ TEST_CASE("a queue that counts allocates no heap memory for values submit does n
   auto run = [&](std::uint64_t first, std::uint64_t last) {
     const char* failure = nullptr;
     for (std::uint64_t v = first; v <= last; ++v) {
-      while (q.queue.room(parts, 2, 0) == RIG_LATER) q.queue.sleep(load(q.word) + 1, 1ms);
+      char why[RIG_WHY] = "";
+      while (q.queue.room(parts, 2, 0, why) == RIG_LATER) q.queue.sleep(load(q.word) + 1, 1ms);
       if (q.queue.submit(parts, 2, nullptr, 0, v, nullptr, &failure) != RIG_COMMITTED) return false;
     }
     while (load(q.word) < last) q.queue.sleep(last, 1ms);

@@ -42,7 +42,8 @@ struct MemoryDevice {
 
   int submit(rig_part* parts, std::uint32_t count, std::uint64_t v, const char** failure,
              std::uint64_t* times = nullptr) {
-    REQUIRE(table->room(edge, parts, count, 0) == RIG_FITS);
+    char why[RIG_WHY] = "";
+    REQUIRE(table->room(edge, parts, count, 0, why) == RIG_FITS);
     return table->submit(edge, parts, count, nullptr, 0, v, times, failure);
   }
 };
@@ -219,23 +220,35 @@ TEST_CASE("a failing fill fails the submit and every later one, with a message n
   CHECK(m.table->commit(m.edge, 12, &failure) == RIG_FAILED);
 }
 
-TEST_CASE("room answers RIG_NEVER for launches, queue words, kind 0 and other queues") {
+TEST_CASE("room answers RIG_NEVER for launches, queue words, kind 0 and other queues, saying which part") {
   MemoryDevice m;
   const rig_box box{0, 0, 1, 1, 0, 0};
   unsigned char a = 1, b = 0;
   const rig_part good =
       copy_part(reinterpret_cast<std::uint64_t>(&a), reinterpret_cast<std::uint64_t>(&b), &box, 1);
   rig_part p = good;
-  CHECK(m.table->room(m.edge, &p, 1, 0) == RIG_FITS);
+  char why[RIG_WHY] = "";
+  CHECK(m.table->room(m.edge, &p, 1, 0, why) == RIG_FITS);
+  CHECK(std::string(why).empty());
+  std::string reason;
   SUBCASE("a launch") {
     std::memset(&p.work, 0, sizeof p.work);
     p.kind = RIG_KIND_LAUNCH;
+    reason = "part 1: a launch, which the memory device does not run (it runs Copy and Fill)";
   }
-  SUBCASE("queue words") { p.kind = RIG_KIND_WORDS; }
-  SUBCASE("kind 0") { p.kind = 0; }
-  SUBCASE("another queue") { p.queue = 1; }
+  SUBCASE("queue words") {
+    p.kind = RIG_KIND_WORDS;
+    reason = "part 1: Words, which the memory device does not run (it runs Copy and Fill)";
+  }
+  SUBCASE("kind 0") { p.kind = 0, reason = "part 1: kind 0, no kind of work"; }
+  SUBCASE("another queue") { p.queue = 1, reason = "part 1: queue 1, but the device has only queue 0"; }
+  SUBCASE("a copy of boxes at no address") {
+    p.work.copy.boxes = nullptr;
+    reason = "part 1: a copy of 1 boxes at no address";
+  }
   rig_part parts[2] = {good, p};
-  CHECK(m.table->room(m.edge, parts, 2, 0) == RIG_NEVER);
+  CHECK(m.table->room(m.edge, parts, 2, 0, why) == RIG_NEVER);
+  CHECK(std::string(why) == reason);
 }
 
 TEST_CASE("sleep returns once another thread's submit raises the word") {

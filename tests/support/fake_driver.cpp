@@ -309,15 +309,20 @@ class Driver final : public edge::Driver {
   // room: RIG_NEVER "for parts that name work it does not run or have kind 0, and for a
   // launch whose grid or group is empty or exceeds the device's or the function's limits";
   // else by entries: FITS, LATER (full now), GROW (fits once grown), NEVER (beyond grow_to).
-  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits) {
+  // A NEVER writes its reason into why, "which part, which limit, the value asked and the
+  // limit"; an injected failure writes its own.
+  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) {
     auto& d = self(edge);
     Turn t(d, "room");
-    std::string why;
-    if (auto a = d.ask(Call::Room, why); a != Answer::Go)
-      return a == Answer::Fail ? RIG_NEVER : RIG_LATER;
-    if (!std::all_of(parts, parts + count, [&](auto& p) { return d.runs(p); })) return RIG_NEVER;
+    std::string injected;
+    if (auto a = d.ask(Call::Room, injected); a != Answer::Go)
+      return a == Answer::Fail ? rig_never(why, "%s", injected.c_str()) : RIG_LATER;
+    for (std::uint32_t i = 0; i < count; ++i)
+      if (d.runs(parts[i], i, why) == RIG_NEVER) return RIG_NEVER;
     std::uint32_t need = count + waits;
-    if (need > d.o_.grow_to) return RIG_NEVER;
+    if (need > d.o_.grow_to)
+      return rig_never(why, "%u parts and %u waits take %u queue entries, over the %u its queues grow to", count,
+                       waits, need, d.o_.grow_to);
     if (need > d.capacity_) return RIG_GROW;
     return d.used_ + need > d.capacity_ ? RIG_LATER : RIG_FITS;
   }
@@ -504,17 +509,32 @@ class Driver final : public edge::Driver {
     return n;
   }
 
-  bool runs(const rig_part& p) const {
-    if (p.queue >= queues_.size()) return false;
-    auto& kinds = queues_[p.queue].runs;
-    if (std::find(kinds.begin(), kinds.end(), Kind(p.kind)) == kinds.end()) return false;
-    if (p.kind != RIG_KIND_LAUNCH) return true;
+  // RIG_FITS for a part the device runs, else RIG_NEVER with the reason in why.
+  int runs(const rig_part& p, std::uint32_t i, char* why) const {
+    if (p.queue >= queues_.size())
+      return rig_never(why, "part %u: queue %u, but the device has %zu queues", i, p.queue, queues_.size());
+    auto& queue = queues_[p.queue];
+    if (p.kind < RIG_KIND_WORDS || p.kind > RIG_KIND_LAUNCH)
+      return rig_never(why, "part %u: kind %u, no kind of work", i, p.kind);
+    if (std::find(queue.runs.begin(), queue.runs.end(), Kind(p.kind)) == queue.runs.end())
+      return rig_never(why, "part %u: queue %s does not run %s", i, queue.name.c_str(),
+                       std::array{"", "Words", "Fill", "Copy", "Launch"}[p.kind]);
+    if (p.kind != RIG_KIND_LAUNCH) return RIG_FITS;
     auto& l = p.work.launch;
     auto* f = static_cast<const Function*>(l.launch);
+    if (!f) return rig_never(why, "part %u: a launch of no function", i);
     for (int k = 0; k < 3; ++k)
-      if (l.groups[k] == 0 || l.threads[k] == 0) return false;
+      if (l.groups[k] == 0 || l.threads[k] == 0)
+        return rig_never(why, "part %u: a launch of %ux%ux%u groups of %ux%ux%u threads has an empty dimension", i,
+                         l.groups[0], l.groups[1], l.groups[2], l.threads[0], l.threads[1], l.threads[2]);
     std::uint64_t threads = std::uint64_t(l.threads[0]) * l.threads[1] * l.threads[2];
-    return f && (!f->threads || threads <= *f->threads) && l.shared <= kSharedMax;
+    if (f->threads && threads > *f->threads)
+      return rig_never(why, "part %u: %s threads per group, over %s's limit of %s", i,
+                       edge::count_figure(threads).text, f->name.c_str(), edge::count_figure(*f->threads).text);
+    if (l.shared > kSharedMax)
+      return rig_never(why, "part %u: %s of shared memory, over the limit of %s", i, edge::bytes_figure(l.shared).text,
+                       edge::bytes_figure(kSharedMax).text);
+    return RIG_FITS;
   }
 
   void execute(Value& value) {

@@ -175,15 +175,17 @@ class Driver final : public edge::Driver {
 
   // ---- The C functions: each forwards to the inner table with the inner edge.
 
-  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits) {
+  // An injected failure is a RIG_NEVER whose reason names the injection; else the inner
+  // driver's answer, and its reason, pass through.
+  static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) {
     auto& d = self(edge);
-    std::string why;
-    switch (d.s_.ask(Call::Room, why)) {
-      case Answer::Fail: return RIG_NEVER;
+    std::string injected;
+    switch (d.s_.ask(Call::Room, injected)) {
+      case Answer::Fail: return rig_never(why, "%s", injected.c_str());
       case Answer::NoRoom: return RIG_LATER;
       case Answer::Go: break;
     }
-    return d.inner_c_->room(d.inner_edge_, parts, count, waits);
+    return d.inner_c_->room(d.inner_edge_, parts, count, waits, why);
   }
   static int submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
                     std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times, const char** failure) {

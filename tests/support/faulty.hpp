@@ -11,8 +11,8 @@
 // driver's are. The word, the queues and every other fact are the inner driver's.
 //
 // What an injected failure does, by call:
-//   Room      fail: RIG_NEVER (a refusal: rig raises invalid_argument, the device goes on);
-//             no room: RIG_LATER
+//   Room      fail: RIG_NEVER with the reason (a refusal: rig raises invalid_argument, the
+//             device goes on); no room: RIG_LATER. The inner driver's reasons pass through.
 //   Submit    fail: RIG_FAILED with the reason, without handing the parts to the inner driver
 //   Commit    fail: RIG_FAILED with the reason
 //   Settle, Measures   fail: RIG_FAILED with the reason

@@ -34,8 +34,10 @@ struct Device {
   ~Device() {
     if (!control->stopped()) driver->stop("the test is over");
   }
+  char why[RIG_WHY] = "";  // room's reason of its last RIG_NEVER
   int room(std::vector<rig_part>& parts, std::uint32_t waits = 0) {
-    return table->room(facts.edge, parts.data(), parts.size(), waits);
+    why[0] = 0;
+    return table->room(facts.edge, parts.data(), parts.size(), waits, why);
   }
   int submit(std::vector<rig_part> parts, std::vector<rig_wait> waits = {},
              std::uint64_t* times = nullptr) {
@@ -124,7 +126,7 @@ TEST_CASE("facts are well formed") {
   CHECK(own.control->violations().empty());
 }
 
-TEST_CASE("room answers each case") {
+TEST_CASE("room answers each case, and each NEVER with its reason") {
   Device d({.capacity = 4, .grow_to = 8});
   auto e = d.entry(kImage, "store");
   std::vector<std::byte> params(16);
@@ -132,20 +134,28 @@ TEST_CASE("room answers each case") {
   auto answer = [&](std::vector<rig_part> parts, std::uint32_t waits = 0) {
     return d.room(parts, waits);
   };
-  CHECK(answer({part(Kind(0))}) == RIG_NEVER);
-  CHECK(answer({words(w, 2)}) == RIG_NEVER);  // no queue 2
+  auto never = [&](std::vector<rig_part> parts, std::string_view reason) {
+    CHECK(d.room(parts) == RIG_NEVER);
+    CHECK(std::string_view(d.why) == reason);
+  };
+  never({part(Kind(0))}, "part 0: kind 0, no kind of work");
+  never({words(w), words(w, 2)}, "part 1: queue 2, but the device has 2 queues");
   auto on_copy = launch(e, params);
   on_copy.queue = 1;
-  CHECK(answer({on_copy}) == RIG_NEVER);  // COPY:0 runs no Launch
+  never({on_copy}, "part 0: queue COPY:0 does not run Launch");
   auto empty_grid = launch(e, params);
   empty_grid.work.launch.groups[1] = 0;
-  CHECK(answer({empty_grid}) == RIG_NEVER);
-  CHECK(answer({launch(e, params, 0)}) == RIG_NEVER);   // an empty group
-  CHECK(answer({launch(e, params, 65)}) == RIG_NEVER);  // over the function's 64 threads
+  never({empty_grid}, "part 0: a launch of 1x0x1 groups of 1x1x1 threads has an empty dimension");
+  never({launch(e, params, 0)}, "part 0: a launch of 1x1x1 groups of 0x1x1 threads has an empty dimension");
+  never({launch(e, params, 65)}, "part 0: 65 threads per group, over store's limit of 64");
+  auto shared = launch(e, params);
+  shared.work.launch.shared = 1u << 30;
+  never({shared}, "part 0: 1 GiB of shared memory, over the limit of 64 KiB");
   CHECK(answer({launch(e, params, 64)}) == RIG_FITS);
+  CHECK(std::string_view(d.why).empty());
   CHECK(answer({words(w), words(w), words(w)}, 1) == RIG_FITS);            // 4 entries
   CHECK(answer({words(w), words(w), words(w), words(w)}, 1) == RIG_GROW);  // 5
-  CHECK(answer(std::vector<rig_part>(9, words(w))) == RIG_NEVER);          // beyond grow_to
+  never(std::vector<rig_part>(9, words(w)), "9 parts and 0 waits take 9 queue entries, over the 8 its queues grow to");
 
   REQUIRE(d.submit({words(w), words(w)}) == RIG_COMMITTED);
   CHECK(answer({words(w), words(w), words(w)}) == RIG_LATER);  // fits once value 1 is reached
@@ -243,6 +253,7 @@ TEST_CASE("an injected failure of each kind of call fails that call") {
   check(Call::Room, [&](Device& d) {
     std::vector<rig_part> parts{words(w)};
     CHECK(d.room(parts) == RIG_NEVER);
+    CHECK(std::string_view(d.why) == "boom");
   });
   check(Call::Submit, [&](Device& d) { c_fails(d.submit({words(w)}), d); });
   check(Call::Commit, [&](Device& d) { c_fails(d.commit(0), d); });
