@@ -17,7 +17,7 @@ PACKAGES = [
     # AMD: the code-object reader (LLVM), test kernels (clang, lld), and real code objects.
     "llvm-19-dev", "clang-19", "lld-19", "librocsparse0",
     # Building against the installed rig (examples/), and its Debian packages.
-    "cmake", "make", "dpkg-dev", "debhelper", "lintian",
+    "cmake", "make", "build-essential", "dpkg-dev", "debhelper", "lintian",
 ]
 
 
