@@ -296,11 +296,17 @@ class Results:
         return {r["bench"] for r in self.records if r.get("kind") == "bench"}
 
 
+def xml_text(text):
+    """The text without the characters XML 1.0 forbids (a crashed rig's output may hold them)."""
+    return re.sub(r"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]", "\ufffd", str(text))
+
+
 def junit(records):
     root = ET.Element("testsuites", name="rig hwtest")
     suites = {}
 
     def case(suite_name, name, classname, outcome, message="", text=""):
+        suite_name, name, classname, message, text = map(xml_text, (suite_name, name, classname, message, text))
         if suite_name not in suites:
             suites[suite_name] = ET.SubElement(root, "testsuite", name=suite_name)
         c = ET.SubElement(suites[suite_name], "testcase", name=name, classname=classname)
@@ -918,11 +924,14 @@ def summarize(meta, records):
                      regressions=[r["name"] for r in figures if r["status"] == FAIL and r.get("figure")])
         bench["status"] = ("regressed" if bench["regressions"] else
                            "error" if any(r["status"] in FAILING for r in figures) else "passed")
-    infra = [r["message"] for r in records if r.get("kind") == "infra"]
+    # An earlier run's errors and losses (before --resume) are history: only this run's count.
+    starts = [i for i, r in enumerate(records) if r.get("kind") == "run"]
+    this_run = records[starts[-1]:] if starts else records
+    infra = [r["message"] for r in this_run if r.get("kind") == "infra"]
     failing = [c for c in cases if c["status"] in FAILING] + [r for r in figures if r["status"] in FAILING]
     exit_code = EXIT_INFRA if infra else EXIT_FAILED if failing else EXIT_OK
     return dict(meta, statuses=counts, cases=cases, conform=conform, bench=bench,
-                lost=[r for r in records if r.get("kind") == "lost"], errors=infra,
+                lost=[r for r in this_run if r.get("kind") == "lost"], errors=infra,
                 ok=exit_code == EXIT_OK, exit_code=exit_code, updated=now())
 
 
