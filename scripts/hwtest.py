@@ -85,8 +85,10 @@ def host_name():
 
 
 def default_rig():
-    built = os.path.join(ROOT, "build", "rig")
-    return built if os.path.exists(built) else "rig"
+    for built in (os.path.join(ROOT, "build", "tools", "rig"), os.path.join(ROOT, "build", "rig")):
+        if os.path.exists(built):
+            return built
+    return "rig"
 
 
 def beside_baseline(suffix):
@@ -96,7 +98,7 @@ def beside_baseline(suffix):
 def parse_arguments(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rig", default=default_rig(), help="the rig tool (default: build/rig, else rig on PATH)")
+    p.add_argument("--rig", default=default_rig(), help="the rig tool (default: build/tools/rig, else rig on PATH)")
     p.add_argument("--out", default="hwtest-results", help="folder for the reports (default: hwtest-results)")
     p.add_argument("--baseline", default=beside_baseline(".json"),
                    help="this machine's figures (default: bench/baselines/<host>.json)")
