@@ -2,14 +2,27 @@
 #include "conform.hpp"
 
 #include <fmt/format.h>
+#include <fnmatch.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include "conformance.hpp"
 
 namespace rig::tool {
+
+namespace {
+
+// Whether the law's name is one of the patterns or matches one (* and ?, as fnmatch reads them).
+bool chosen_law(const std::string& name, const std::vector<std::string>& patterns) {
+  for (const auto& p : patterns)
+    if (p == name || fnmatch(p.c_str(), name.c_str(), 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
 
 int conform(const ConformOptions& options) {
   namespace c = rig::conformance;
@@ -21,16 +34,49 @@ int conform(const ConformOptions& options) {
     for (const auto& t : c::targets()) fmt::print(stderr, "  {:<28} {}\n", t.name, t.about);
     return 2;
   }
+  // Each target's laws, as --law chooses them; a target none of whose laws is chosen is left out.
+  std::vector<std::vector<std::string>> only;
+  std::set<std::string> matched;
+  for (auto it = chosen.begin(); it != chosen.end();) {
+    std::vector<std::string> names;
+    for (const auto& name : c::law_names(*it))
+      if (options.laws.empty() || chosen_law(name, options.laws)) {
+        names.push_back(name);
+        for (const auto& p : options.laws)
+          if (chosen_law(name, {p})) matched.insert(p);
+      }
+    if (names.empty()) {
+      it = chosen.erase(it);
+    } else {
+      only.push_back(std::move(names));
+      ++it;
+    }
+  }
+  for (const auto& p : options.laws)
+    if (!matched.contains(p)) {
+      fmt::print(stderr, "rig conform: no law{} matches \"{}\" (rig conform --list names them)\n",
+                 options.device.empty() ? "" : " of " + options.device, p);
+      return 2;
+    }
+  if (options.list) {
+    for (std::size_t i = 0; i < chosen.size(); ++i)
+      for (const auto& name : only[i]) fmt::print("{}\t{}\n", chosen[i].name, name);
+    return 0;
+  }
+
   std::size_t width = 0;
   for (const auto& law : c::laws()) width = std::max(width, law.name.size());
   width = std::min<std::size_t>(width, 72);
 
   std::vector<c::Suite> suites;
   int passed = 0, failed = 0, skipped = 0;
-  for (const auto& target : chosen) {
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    const auto& target = chosen[i];
     fmt::print("{} — {}\n", target.name, target.about);
     std::fflush(stdout);
     c::RunOptions run;
+    run.timeout = std::chrono::seconds(options.law_timeout);
+    if (!options.laws.empty()) run.only = only[i];
     run.on_outcome = [&](const c::Outcome& o) {
       fmt::print("  {:<{}}  {}  {:6.2f}s{}\n", o.law.substr(0, width), width, c::status_name(o.status), o.seconds,
                  o.message.empty() ? "" : "  " + o.message);

@@ -49,6 +49,12 @@ int main(int argc, char** argv) {
       app.add_subcommand("conform", "run the conformance laws on every device present, or one, as a table");
   conform_cmd->add_option("--device", conform.device, "the device to run on, as the table names it (default: every one)");
   conform_cmd->add_option("--junit", conform.junit, "also write the outcomes as JUnit XML to this file");
+  conform_cmd->add_option("--law", conform.laws,
+                          "run only this law: its name, or a pattern with * and ? (repeatable; default: every one)");
+  conform_cmd->add_option("--law-timeout", conform.law_timeout,
+                          "seconds a law may run before it counts as a hang (default: 60)")
+      ->check(CLI::Range(1, 86400));
+  conform_cmd->add_flag("--list", conform.list, "print a line TARGET<tab>LAW for each law chosen, and run none");
 
   CLI11_PARSE(app, argc, argv);
   try {

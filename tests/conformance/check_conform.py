@@ -47,6 +47,37 @@ def main() -> int:
         r = run([exe, "--device", "FAKE", "--junit", os.path.join(tmp, "no", "such", "dir.xml")])
         check(r.returncode == 2, f"an unwritable JUnit file exited {r.returncode}")
 
+        # --list: a line TARGET<tab>LAW per law, the table's laws in its order, none run.
+        r = run([exe, "--device", "FAKE", "--list"])
+        listed = [line.split("\t") for line in r.stdout.splitlines()]
+        check(r.returncode == 0, f"--list exited {r.returncode}:\n{r.stderr}")
+        check([law for _, law in listed] == [c.get("name") for c in cases],
+              f"--list names other laws than the run:\n{r.stdout}")
+        check(all(target == "FAKE" for target, _ in listed), f"--list names other targets:\n{r.stdout}")
+        check("pass" not in r.stdout, "--list ran the laws")
+
+        # --law: by name, by pattern, repeated; a target none of whose laws match is left out.
+        first, second = cases[0].get("name"), cases[1].get("name")
+        junit = os.path.join(tmp, "one.xml")
+        r = run([exe, "--device", "FAKE", "--law", first, "--junit", junit])
+        ran = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase")]
+        check(r.returncode == 0 and ran == [first], f"--law NAME ran {ran}:\n{r.stderr}")
+        r = run([exe, "--device", "FAKE", "--law", first, "--law", second, "--junit", junit])
+        ran = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase")]
+        check(ran == [first, second], f"two --law ran {ran}")
+        r = run([exe, "--law", "io: *", "--list"])
+        targets = {line.split("\t")[0] for line in r.stdout.splitlines()}
+        check(r.returncode == 0 and targets and not any(t.startswith("FAKE") or t == "CPU" for t in targets) and
+              all(line.split("\t")[1].startswith("io: ") for line in r.stdout.splitlines()),
+              f"--law 'io: *' listed {sorted(targets)}:\n{r.stdout[:400]}")
+        r = run([exe, "--device", "FAKE", "--law", "no such law*"])
+        check(r.returncode == 2 and "no law of FAKE matches" in r.stderr,
+              f"a pattern that matches nothing exited {r.returncode}:\n{r.stderr}")
+
+        # --law-timeout: a stall longer than it fails as a hang and skips the target's later laws.
+        r = run([exe, "--device", "FAKE/hang_ms=60", "--law-timeout", "0"])
+        check(r.returncode == 2, f"--law-timeout 0 exited {r.returncode}")
+
     for f in failures:
         print("FAIL:", f)
     print(f"{len(failures)} failures")

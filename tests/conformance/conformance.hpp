@@ -133,6 +133,9 @@ struct RunOptions {
   std::function<void(const Outcome&)> on_outcome;  // called as each law ends
 };
 
+// The names of the laws that run on the target, in the order run() runs them.
+std::vector<std::string> law_names(const Target& target);
+
 // Runs the laws on one target.
 std::vector<Outcome> run(const Target& target, const RunOptions& options = {});
 

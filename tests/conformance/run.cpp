@@ -173,6 +173,12 @@ double scale() {
   return 1.0;
 }
 
+std::vector<std::string> law_names(const Target& target) {
+  std::vector<std::string> names;
+  for (const auto& e : table_for(target)) names.push_back(e.law.name);
+  return names;
+}
+
 std::vector<Outcome> run(const Target& target, const RunOptions& options) {
   std::vector<Outcome> outcomes;
   std::string hung_law;
