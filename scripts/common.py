@@ -18,6 +18,8 @@ PACKAGES = [
     "llvm-19-dev", "clang-19", "lld-19", "librocsparse0",
     # Building against the installed rig (examples/), and its Debian packages.
     "cmake", "make", "build-essential", "dpkg-dev", "debhelper", "lintian",
+    # The hardware test runner's HTML page, rendered in a real browser by its test.
+    "chromium",
 ]
 
 

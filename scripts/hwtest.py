@@ -23,7 +23,8 @@ Steps:
      bench whose figures regressed.
 
 After every law and every bench it appends the result to OUT/results.jsonl (fsync'd) and
-rebuilds OUT/hwtest.xml (JUnit) and OUT/hwtest.json from it, so that a run killed at any
+rebuilds OUT/hwtest.xml (JUnit), OUT/hwtest.json (with each law's and figure's seconds and
+the ten slowest steps) and OUT/hwtest.html (a page for people: scripts/hwtest_report.py) from it, so that a run killed at any
 point leaves everything up to its last step; --resume continues such a run.
 
 Statuses: Pass, Fail, Crash (rig died by a signal), Timeout, Hang (a device lost after
@@ -53,6 +54,9 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hwtest_report  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -288,7 +292,10 @@ class Results:
 
     def rebuild(self):
         write_atomically(os.path.join(self.out, "hwtest.xml"), junit(self.records))
-        write_atomically(os.path.join(self.out, "hwtest.json"), json.dumps(self.summary(self.records), indent=2) + "\n")
+        summary = self.summary(self.records)
+        write_atomically(os.path.join(self.out, "hwtest.json"), json.dumps(summary, indent=2) + "\n")
+        if summary:
+            write_atomically(os.path.join(self.out, "hwtest.html"), hwtest_report.page(summary))
 
     def done_cases(self):
         """(device, law) of the laws recorded with an outcome, to be left alone on --resume."""
@@ -837,13 +844,14 @@ class Run:
                 command += ["--device", args.bench_device]
             if comparing:
                 command += ["--compare", args.baseline]
-            measures = []
+            measures, seconds = [], 0.0
             for attempt in range(1 + (args.retries if comparing else 0)):
                 budget = self.budget(args.bench_timeout)
                 if budget is None:
                     return
                 log("rig " + " ".join(command))
                 ran = run_rig(args.rig, command, budget)
+                seconds += ran.seconds
                 if ran.timed_out and budget < args.bench_timeout:
                     self.stop(f"the deadline of {args.deadline:.0f} s cut the bench {name} short (--resume continues)")
                     return
@@ -851,14 +859,15 @@ class Run:
                 measures.append((figures, problem))
                 if problem or not any(f.get("regression") for f in figures):
                     break
-            self.record_figures(name, measures, comparing)
+            self.record_figures(name, measures, comparing, round(seconds, 2))
 
-    def record_figures(self, name, measures, comparing):
+    def record_figures(self, name, measures, comparing, seconds):
         figures, problem = measures[-1]
         if problem:
             status, message = problem
-            self.results.add({"kind": "figure", "name": name, "bench": name, "status": status, "message": message})
-            self.results.add({"kind": "bench", "bench": name, "status": status})
+            self.results.add({"kind": "figure", "name": name, "bench": name, "status": status, "message": message,
+                              "seconds": seconds})
+            self.results.add({"kind": "bench", "bench": name, "status": status, "seconds": seconds})
             return
         first = {f["name"]: f for f in measures[0][0]}
         for f in figures:
@@ -877,8 +886,8 @@ class Run:
                 status, message = FLAKE, (f"{f['name']} regressed ({first[f['name']].get('value')} {f.get('unit')}), "
                                           f"then held on a re-measure ({f.get('value')} {f.get('unit')})")
             self.results.add({"kind": "figure", "name": f["name"], "bench": name, "status": status,
-                              "message": message, "text": text, "figure": f})
-        self.results.add({"kind": "bench", "bench": name, "status": PASS})
+                              "message": message, "text": text, "figure": f, "seconds": seconds})
+        self.results.add({"kind": "bench", "bench": name, "status": PASS, "seconds": seconds})
 
 
 def read_figures(ran, timeout):
@@ -922,7 +931,8 @@ def summarize(meta, records):
     bench = meta.get("bench")
     if bench is not None:
         bench = dict(bench, figures=[dict(r.get("figure") or {"name": r["name"]}, status=r["status"],
-                                          message=r.get("message", "")) for r in figures],
+                                          message=r.get("message", ""), seconds=r.get("seconds"))
+                                     for r in figures],
                      regressions=[r["name"] for r in figures if r["status"] == FAIL and r.get("figure")])
         bench["status"] = ("regressed" if bench["regressions"] else
                            "error" if any(r["status"] in FAILING for r in figures) else "passed")
@@ -932,7 +942,11 @@ def summarize(meta, records):
     infra = [r["message"] for r in this_run if r.get("kind") == "infra"]
     failing = [c for c in cases if c["status"] in FAILING] + [r for r in figures if r["status"] in FAILING]
     exit_code = EXIT_INFRA if infra else EXIT_FAILED if failing else EXIT_OK
-    return dict(meta, statuses=counts, cases=cases, conform=conform, bench=bench,
+    benches = {r["bench"]: r for r in records if r.get("kind") == "bench"}
+    steps = [{"step": f"{c['device']}: {c['law']}", "seconds": c.get("seconds", 0)} for c in cases] + \
+            [{"step": f"bench {name}", "seconds": r.get("seconds", 0)} for name, r in benches.items()]
+    slowest = sorted(steps, key=lambda step: -(step["seconds"] or 0))[:10]
+    return dict(meta, statuses=counts, cases=cases, conform=conform, bench=bench, slowest=slowest,
                 lost=[r for r in this_run if r.get("kind") == "lost"], errors=infra,
                 ok=exit_code == EXIT_OK, exit_code=exit_code, updated=now())
 

@@ -13,12 +13,16 @@ and, with the submit bench only:
 - the conformance suite runs on the host device, or, where rig has no conform command yet,
   is reported as skipped with the reason and the run goes on (and fails under
   --require-conform);
-- a run waits for the lock another run holds, and gives up after --lock-timeout.
+- a run waits for the lock another run holds, and gives up after --lock-timeout;
+- the HTML page, as headless Chromium renders it, shows each device's laws as a table with
+  their statuses and each figure as a bar chart beside its floor and baseline.
 
 usage: check_hwtest.py RIG HWTEST"""
 import fcntl
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +31,18 @@ import xml.etree.ElementTree as ET
 rig, hwtest = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check, finish  # noqa: E402  (tests/support/checks.py)
+
+
+def rendered(page):
+    """The DOM headless Chromium builds from `page`, or None where it cannot (with why)."""
+    browser = next((b for b in ("chromium", "chromium-browser") if shutil.which(b)), None)
+    if not browser:
+        return None, "no chromium (Debian's chromium, which scripts/common.py installs)"
+    done = subprocess.run([browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                           "file://" + page], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0 or "<html" not in done.stdout:
+        return None, f"chromium exited {done.returncode}: {done.stderr[-800:]}"
+    return done.stdout, ""
 
 
 def bench(*args):
@@ -147,6 +163,26 @@ with tempfile.TemporaryDirectory() as tmp:
               list(cases))
         check("and passes the others", "submit-allocations" in cases and
               cases["submit-allocations"].find("failure") is None, list(cases))
+        dom, why = rendered(os.path.join(tmp, "worse", "hwtest.html"))
+        check("headless Chromium renders the HTML page", dom is not None, why)
+        if dom:
+            check("the page says the tests failed", re.search(r'id="verdict"[^>]*>tests failed<', dom), dom[:2000])
+            charts = re.findall(r'<svg class="chart".*?</svg>', dom, re.S)
+            check("each figure is a bar chart", len(charts) == len(report["bench"]["figures"]), len(charts))
+            submit_chart = next((c for c in charts if 'aria-label="submit"' in c), "")
+            check("the regressed figure's chart has its rig, floor and baseline bars",
+                  all(f'data-of="{b}"' in submit_chart for b in ("rig", "floor", "baseline")), submit_chart)
+            check("the regressed figure's status is Fail, coloured",
+                  re.search(r"<td>submit</td><td class=\"status\" style=\"background:#c62828\">Fail</td>", dom),
+                  dom[:3000])
+        dom, why = rendered(os.path.join(tmp, "out", "hwtest.html"))
+        if dom and conform_present:
+            first_report = json.load(open(os.path.join(tmp, "out", "hwtest.json")))
+            rows = re.findall(r'<table class="laws" data-device="CPU">(.*?)</table>', dom, re.S)
+            laws = len(re.findall(r'<td class="status"', rows[0])) if rows else 0
+            check("the page has a table of the CPU's laws, a row each", laws == len(first_report["cases"]) > 0,
+                  (laws, len(first_report["cases"])))
+            check("a run that passed says so", re.search(r'id="verdict"[^>]*>passed<', dom), dom[:2000])
 
         # A baseline 100 times slower: no regression.
         for f in figures:

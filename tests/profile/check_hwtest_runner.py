@@ -256,6 +256,10 @@ check("the kernel's log since the run started is kept", os.path.exists(dmesg) an
       "GPU reset begin" in open(dmesg).read() and "long before" not in open(dmesg).read())
 check("and its reset line is in the report", any("GPU reset" in l for lost in report.get("lost", [])
                                                  for l in lost["dmesg"].get("notable", [])), report.get("lost"))
+page = open(os.path.join(hang.out, "hwtest.html")).read()
+check("the HTML page shows the hang, the loss and the kernel log's reset line",
+      '>Hang</td>' in page and "GPU:0 lost" in page and '<pre class="dmesg">' in page and "GPU reset" in page,
+      page[-1500:])
 mark = hang.lock + ".unhealthy"
 check("the host is marked unhealthy beside its lock, with the reason", os.path.exists(mark) and
       "GPU:0" in open(mark).read() and "no progress for 2000 ms" in open(mark).read())
