@@ -17,7 +17,10 @@ and, with the submit bench only:
 - the HTML page, as headless Chromium renders it, shows each device's laws as a table with
   their statuses and each figure as a bar chart beside its floor and baseline.
 
-usage: check_hwtest.py RIG HWTEST"""
+- and, with RIG_SIM=amd (--amd-sim) and a fake libcuda (--libcuda PATH) where the build has
+  them, a run of every law on every device `rig devices` shows passes on each.
+
+usage: check_hwtest.py RIG HWTEST [--amd-sim] [--libcuda PATH]"""
 import fcntl
 import json
 import os
@@ -29,6 +32,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 rig, hwtest = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+amd_sim = "--amd-sim" in sys.argv[3:]
+libcuda = sys.argv[sys.argv.index("--libcuda") + 1] if "--libcuda" in sys.argv[3:] else None
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check, finish  # noqa: E402  (tests/support/checks.py)
 
@@ -192,6 +197,21 @@ with tempfile.TemporaryDirectory() as tmp:
             json.dump(figures, out)
         better, report = run("--no-conform", out="better")
         check("figures better than the baseline pass", better.returncode == 0 and report["ok"], better.stderr)
+
+    # Every law on every device this rig finds: the host's, and the simulators' where built.
+    env = dict(os.environ, **({"RIG_SIM": "amd"} if amd_sim else {}), **({"RIG_LIBCUDA": libcuda} if libcuda else {}))
+    listed = subprocess.run([rig, "devices", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    names = [d["name"] for d in json.loads(listed.stdout or "[]")]
+    everything = subprocess.run([sys.executable, hwtest, "--rig", rig, "--out", os.path.join(tmp, "all"), "--lock", lock,
+                                 "--no-bench"], capture_output=True, text=True, env=env, timeout=900)
+    check("a run of every law on every device rig finds exits 0", everything.returncode == 0,
+          everything.stderr[-2000:])
+    with open(os.path.join(tmp, "all", "hwtest.json")) as f:
+        conform = {c["device"]: c for c in json.load(f)["conform"]}
+    wanted = ["CPU"] + (["AMD:0"] if amd_sim else []) + (["CUDA:0"] if libcuda else [])
+    check(f"... on {', '.join(names)}: the laws ran and held on each", set(wanted) <= set(names) and
+          all(conform.get(n, {}).get("status") == "passed" and conform[n]["tests"] > 0 for n in names),
+          {n: conform.get(n) for n in names})
 
     # Another run holds the lock: this one waits, then gives up.
     with open(lock, "a+") as held:
