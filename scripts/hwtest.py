@@ -117,7 +117,8 @@ def parse_arguments(argv):
     p.add_argument("--skips", default=beside_baseline(".skips.json"),
                    help="laws never to run on this host (default: bench/baselines/<host>.skips.json)")
     p.add_argument("--device", action="append", default=[],
-                   help="run the laws on this device only (repeatable; default: every device)")
+                   help="run the laws on this device only (repeatable; default: every device rig devices "
+                        "shows; any target of rig conform --list, such as MEM or DISK, may be named)")
     p.add_argument("--law", action="append", default=[],
                    help="run this law only: a name or a pattern with * and ? (repeatable)")
     p.add_argument("--caselist", action="append", default=[],
@@ -1027,11 +1028,18 @@ def run(args, lock):
         names = [d["name"] for d in devices]
         if not names:
             return infra("devices", "rig devices shows no device")
-        unknown = [d for d in args.device if d not in names]
-        if unknown:
-            return infra("devices", f"no device is named {', '.join(unknown)}; rig devices shows {', '.join(names)}")
-        chosen = args.device or names
         conform_available = "conform" in commands
+        unknown = [d for d in args.device if d not in names]
+        if unknown and conform_available:
+            # Devices rig devices does not list but the conformance suite opens: a memory
+            # device (MEM), the disk device (DISK), the fake driver's (FAKE…).
+            listed = run_rig(args.rig, ["conform", "--list"], 60)
+            targets = {line.split("\t")[0] for line in listed.out.splitlines() if "\t" in line}
+            unknown = [d for d in unknown if d not in targets]
+        if unknown:
+            return infra("devices", f"no device is named {', '.join(unknown)}; rig devices shows {', '.join(names)}"
+                                    " (and rig conform --list names the others it runs)")
+        chosen = args.device or names
         checked = chosen if conform_available and "--law" in help_text(args.rig, ["conform"], 60) else []
 
         if args.health_check and not checked:

@@ -213,6 +213,22 @@ with tempfile.TemporaryDirectory() as tmp:
           all(conform.get(n, {}).get("status") == "passed" and conform[n]["tests"] > 0 for n in names),
           {n: conform.get(n) for n in names})
 
+    # Devices rig devices does not list, named: a memory device and the disk device.
+    targets = subprocess.run([rig, "conform", "--list"], capture_output=True, text=True, timeout=120).stdout
+    extra = ["MEM"] + (["DISK"] if "\nDISK\t" in "\n" + targets else [])  # DISK where the build has it
+    named = subprocess.run([sys.executable, hwtest, "--rig", rig, "--out", os.path.join(tmp, "named"), "--lock", lock,
+                            "--no-bench"] + [a for n in extra for a in ("--device", n)], capture_output=True,
+                           text=True, timeout=900)
+    with open(os.path.join(tmp, "named", "hwtest.json")) as f:
+        conform = {c["device"]: c for c in json.load(f)["conform"]}
+    check("a memory device and the disk device, named, run their laws, which hold", named.returncode == 0 and
+          all(conform.get(n, {}).get("status") == "passed" and conform[n]["tests"] > 0 for n in extra),
+          named.stderr[-1500:])
+    nowhere = subprocess.run([sys.executable, hwtest, "--rig", rig, "--out", os.path.join(tmp, "nowhere"), "--lock",
+                              lock, "--no-bench", "--device", "GPU:9"], capture_output=True, text=True, timeout=300)
+    check("a device neither rig devices nor rig conform knows is an infrastructure error (exit 3)",
+          nowhere.returncode == 3 and "no device is named GPU:9" in nowhere.stderr, nowhere.stderr[-1500:])
+
     # Another run holds the lock: this one waits, then gives up.
     with open(lock, "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
