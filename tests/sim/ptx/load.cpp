@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -162,6 +163,10 @@ std::uint64_t immediate(const Number& n, T t, bool negative) {
   if (t == T::f16) return std::bit_cast<std::uint16_t>(static_cast<_Float16>(v));
   if (n.kind == Number::f32bits) return negative ? n.bits ^ 0x80000000u : n.bits;
   if (n.kind == Number::f64bits) return negative ? n.bits ^ (1ull << 63) : n.bits;
+  // A float literal for an integer type: its integral value, saturated.
+  if (std::isnan(v)) return 0;
+  if (v >= 0x1p63) return static_cast<std::uint64_t>(INT64_MAX);
+  if (v <= -0x1p63) return static_cast<std::uint64_t>(INT64_MIN);
   return static_cast<std::uint64_t>(static_cast<std::int64_t>(v));
 }
 

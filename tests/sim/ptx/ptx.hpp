@@ -101,7 +101,8 @@ class Module {
 
   // Runs `kernel` over the grid, one block after another, on the calling thread. Returns
   // the counts, or an error: no such kernel, a parameter buffer shorter than the kernel's,
-  // an unplaced variable it may use, an empty grid or block; or a fault, naming the
+  // an unplaced variable it may use, an empty grid or block, more than 1024 threads a block,
+  // more shared or local memory than sm_90 has (227 KiB a block, 512 KiB a thread); or a fault, naming the
   // kernel, the block and thread, the instruction (line and text) and, for a memory
   // fault, the address and space (unmapped, misaligned or outside shared/local memory), a
   // deadlock at a barrier or warp operation, trap, or running past max_instructions.

@@ -1069,6 +1069,17 @@ std::expected<Stats, std::string> Module::run(std::string_view kernel, const Lau
     return std::unexpected(fmt::format("{}: kernel {}: an empty grid or block", impl_->name, kernel));
   if (threads > 1024)
     return std::unexpected(fmt::format("{}: kernel {}: {} threads in a block (at most 1024)", impl_->name, kernel, threads));
+  // The limits of sm_90: 227 KiB of shared memory a block, 512 KiB of local memory a thread.
+  const std::uint64_t shared = static_cast<std::uint64_t>(impl_->shared_static) + launch.dynamic_shared;
+  if (shared > 227 * 1024)
+    return std::unexpected(fmt::format("{}: kernel {}: {} bytes of shared memory (at most {})", impl_->name, kernel,
+                                       shared, 227 * 1024));
+  if (static_cast<std::uint64_t>(impl_->slots) * threads * 8 > (512ull << 20))
+    return std::unexpected(fmt::format("{}: kernel {}: {} registers a thread for {} threads is more than 512 MiB",
+                                       impl_->name, kernel, impl_->slots, threads));
+  if (impl_->local_size > 512 * 1024 || impl_->tparam_size > 512 * 1024)
+    return std::unexpected(fmt::format("{}: kernel {}: {} bytes of local memory a thread (at most {})", impl_->name,
+                                       kernel, std::max(impl_->local_size, impl_->tparam_size), 512 * 1024));
   for (std::size_t i = 0; i < impl_->variables.size(); ++i)
     if (!impl_->placed[i])
       return std::unexpected(fmt::format("{}: kernel {}: variable '{}' has no address (Module::place)", impl_->name,
