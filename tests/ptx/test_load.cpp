@@ -251,3 +251,28 @@ ret;
     CHECK(o[t * 12 + 11] == (t == 0 ? 0 : 7));  // the barrier after lane 0 exited still completes
   }
 }
+
+TEST_CASE("a shuffle waiting for a lane completes when that lane exits") {
+  // Lanes 0..15 reach the shuffle (full mask) first and wait; lanes 16..31 then exit, and
+  // the last exit completes the shuffle among the lanes left.
+  const auto body = R"(mov.u32 %r1, %tid.x;
+setp.ge.u32 %p1, %r1, 16;
+@%p1 exit;
+shfl.sync.bfly.b32 %r2|%p2, %r1, 1, 31, -1;
+ld.param.u64 %rd1, [p];
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r2;)";
+  auto m = Module::load(wrap(body), "t.ptx");
+  REQUIRE_MESSAGE(m.has_value(), (m ? std::string() : m.error()));
+  ptx_test::Arena arena;
+  const auto out = arena.alloc(32 * 4);
+  const auto p = ptx_test::params(*m, "k", {out});
+  rig::ptx::Launch l;
+  l.block = {32, 1, 1};
+  l.params = p;
+  auto r = m->run("k", l, arena);
+  REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error()));
+  const auto o = arena.download<std::uint32_t>(out, 32);
+  for (std::uint32_t t = 0; t < 16; ++t) CHECK(o[t] == (t ^ 1));
+}

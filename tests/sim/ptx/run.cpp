@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <span>
 
 #include "decoded.hpp"
 
@@ -309,7 +310,7 @@ class Grid {
   void arrive_barrier(Thread& t, const Instr& in);
   void release_barriers();
   void arrive_warp(Thread& t);
-  void warp_op(const std::vector<Thread*>& group, const Instr& in);
+  void warp_op(std::span<Thread* const> group, const Instr& in);
 
   const Module::Impl& m_;
   const Function& k_;
@@ -776,7 +777,8 @@ void Grid::arrive_warp(Thread& t) {
   if (in.op != Op::activemask) members = static_cast<std::uint32_t>(val(t, mask_op));
   if (!(members >> (t.linear & 31) & 1)) fault(t, t.pc, fmt::format("the thread is not in the member mask 0x{:08x}", members));
   // Lanes past the end of the block and lanes that exited do not take part.
-  std::vector<Thread*> group;
+  Thread* members_here[32];
+  std::size_t count = 0;
   for (std::uint32_t i = first; i < last; ++i) {
     if (!(members >> (i - first) & 1)) continue;
     Thread& u = threads_[i];
@@ -784,8 +786,9 @@ void Grid::arrive_warp(Thread& t) {
     if (u.state != State::warp || u.pc != t.pc) return;  // not all here yet
     if (static_cast<std::uint32_t>(val(u, mask_op)) != members)
       fault(u, u.pc, fmt::format("lanes disagree on the member mask (0x{:08x} and 0x{:08x})", static_cast<std::uint32_t>(val(u, mask_op)), members));
-    group.push_back(&u);
+    members_here[count++] = &u;
   }
+  const std::span<Thread* const> group(members_here, count);
   warp_op(group, in);
   for (Thread* u : group) {
     u->state = State::ready;
@@ -793,7 +796,7 @@ void Grid::arrive_warp(Thread& t) {
   }
 }
 
-void Grid::warp_op(const std::vector<Thread*>& group, const Instr& in) {
+void Grid::warp_op(std::span<Thread* const> group, const Instr& in) {
   std::uint32_t present = 0;
   for (const Thread* u : group) present |= 1u << (u->linear & 31);
   switch (in.op) {
@@ -1041,10 +1044,11 @@ void Grid::step(Thread& t) {
         t.state = State::exited;
         --live_;
         release_barriers();
-        // Lanes waiting at a warp operation for this one may now be complete.
+        // Groups of this warp waiting at warp operations for this lane may now be complete
+        // (arrive_warp completes a group at most once: its members become ready).
         for (std::uint32_t i = t.linear & ~31u; i < std::min((t.linear & ~31u) + 32, block_threads_); ++i) {
           Thread& u = threads_[i];
-          if (u.state == State::warp) { arrive_warp(u); break; }
+          if (u.state == State::warp) arrive_warp(u);
         }
         return;
       case Op::trap: fault(t, pc, "trap");
