@@ -75,7 +75,8 @@ inline Loaded load(Arena& arena, const std::string& file, const std::string& arc
   Loaded l{std::move(*m), {}};
   for (const auto& v : l.module.variables()) {
     std::vector<std::byte> bytes(v.size);
-    std::memcpy(bytes.data(), v.init.data(), std::min<std::size_t>(v.init.size(), bytes.size()));
+    if (!v.init.empty())  // a variable without an initialiser starts as zeroes
+      std::memcpy(bytes.data(), v.init.data(), std::min<std::size_t>(v.init.size(), bytes.size()));
     const std::uint64_t a = arena.upload(bytes);
     l.module.place(v.name, a);
     l.variables[v.name] = a;

@@ -396,7 +396,11 @@ void Grid::alu(Thread& t, const Instr& in) {
       }
       d &= m;
       break;
-    case Op::abs: { const std::int64_t x = sext(a, w); d = static_cast<std::uint64_t>(x < 0 ? -x : x) & m; break; }
+    case Op::abs: {  // in unsigned arithmetic: the most negative value is its own absolute value
+      const std::int64_t x = sext(a, w);
+      d = (x < 0 ? std::uint64_t(0) - static_cast<std::uint64_t>(x) : static_cast<std::uint64_t>(x)) & m;
+      break;
+    }
     case Op::neg: d = (0 - a) & m; break;
     case Op::min: d = s ? (sext(a, w) < sext(b, w) ? a : b) & m : std::min(a & m, b & m); break;
     case Op::max: d = s ? (sext(a, w) > sext(b, w) ? a : b) & m : std::max(a & m, b & m); break;
