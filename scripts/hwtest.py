@@ -3,7 +3,7 @@
 law at a time, and its benchmarks, and keeps crash-safe reports for a CI system. Python
 standard library only; rig's own commands do the work (docs/ci.md says how CI uses it).
 
-    scripts/hwtest.py [--rig build/rig] [--out hwtest-results] [--expect FILE] [--fails FILE]
+    scripts/hwtest.py [--rig build/tools/rig] [--out hwtest-results] [--expect FILE] [--fails FILE]
                       [--flakes FILE] [--skips FILE] [--law PATTERN]... [--shard I/N]
                       [--deadline SECONDS] [--resume] [--health-check] ...
 
