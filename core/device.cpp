@@ -563,10 +563,7 @@ std::vector<Device> devices() {
 }
 
 Result<Device> detail::open_local(const edge::Opener<>& opener, bool host_index) {
-  auto opened = open_named(
-      opener.name,
-      [&](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> { return opener.make(word); },
-      host_index);
+  auto opened = open_named(opener.name, opener.make, host_index);
   if (opened) opened->state().runs_on_host = true;
   return opened;
 }
