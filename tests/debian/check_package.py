@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from checks import check, finish  # noqa: E402
+from checks import check, finish, run, saxpy_against  # noqa: E402
 
 ARCH_LIB = "usr/lib/" + subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True,
                                        text=True).stdout.strip()
@@ -36,11 +36,6 @@ FORBIDDEN = {
     "librig-dev": [r"librig\.so\.0", r"usr/bin/"],
     "rig-tools": [r"usr/include/", r"usr/lib/"],
 }
-
-
-def run(cmd, cwd=None, env=None):
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
-    return result.returncode, result.stdout + result.stderr
 
 
 def main():
@@ -85,15 +80,8 @@ def main():
         root = os.path.join(work, "root")
         for package in EXPECTED:
             run(["dpkg-deb", "-x", debs[package], root])
-        saxpy = os.path.join(work, "saxpy")
-        shutil.copytree(os.path.join(source, "examples", "saxpy"), saxpy)
-        pkg = {"PKG_CONFIG_PATH": os.path.join(root, ARCH_LIB, "pkgconfig"), "PKG_CONFIG_SYSROOT_DIR": root}
-        status, out = run(["make", "-C", saxpy], env=pkg)
-        check("examples/saxpy builds against the unpacked librig-dev", status == 0, out[-3000:])
-        if status == 0:
-            status, out = run([os.path.join(saxpy, "saxpy"), os.path.join(saxpy, "saxpy_kernel.o")],
-                              env={"LD_LIBRARY_PATH": os.path.join(root, ARCH_LIB)})
-            check("... and runs against librig0", status == 0 and ", 0 wrong" in out, out[-2000:])
+        saxpy_against(source, work, root, os.path.join(root, ARCH_LIB),
+                      "examples/saxpy builds against the unpacked librig-dev", "... and runs against librig0")
         status, out = run([os.path.join(root, "usr/bin/rig"), "devices"])
         check("rig-tools' rig lists the devices", status == 0 and "CPU" in out, out[-2000:])
     finish()

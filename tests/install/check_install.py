@@ -15,14 +15,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from checks import check, finish  # noqa: E402
-
-
-def run(cmd, cwd=None, env=None):
-    """(exit status, output) of `cmd`."""
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
-                            env=dict(os.environ, **(env or {})))
-    return result.returncode, result.stdout + result.stderr
+from checks import check, finish, run, saxpy_against  # noqa: E402
 
 
 def option(build, name):
@@ -76,13 +69,8 @@ def main():
         status, drivers = run(["pkg-config", "--variable=drivers", "rig"], env=pkg)
         status, out = run(["pkg-config", "--cflags", "--libs", "rig"], env=pkg)
         check("pkg-config --cflags --libs rig names the staged prefix", status == 0 and stage in out, out)
-        saxpy = os.path.join(work, "saxpy")
-        shutil.copytree(os.path.join(source, "examples", "saxpy"), saxpy)
-        status, out = run(["make", "-C", saxpy], env=pkg)
-        check("examples/saxpy builds with pkg-config and make", status == 0, out[-3000:])
-        if status == 0:
-            status, out = run([os.path.join(saxpy, "saxpy"), os.path.join(saxpy, "saxpy_kernel.o")], env=runtime)
-            check("examples/saxpy runs and checks its result", status == 0 and ", 0 wrong" in out, out[-2000:])
+        saxpy_against(source, work, stage, lib, "examples/saxpy builds with pkg-config and make",
+                      "examples/saxpy runs and checks its result")
 
         # CMake's find_package.
         cmake_env = {"CMAKE_PREFIX_PATH": root}
