@@ -63,6 +63,9 @@ std::vector<Figure> alloc(const Options&);
 // The DISK io device beside fio (built with the disk device). Takes no device; its size is
 // 1 GiB, or RIG_BENCH_DISK_BYTES (disk_bytes).
 std::vector<Figure> disk(const Options&);
+// ptx: the PTX interpreter of NVIDIA's simulators on nvcc's block reduction, beside the same
+// kernel written for the host. Takes no device.
+std::vector<Figure> ptx(const Options&);
 
 // Why a bench cannot run on `device`, or nullopt where it can. Each bench that takes a
 // device has one; `rig bench` asks it before running anything.

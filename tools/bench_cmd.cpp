@@ -44,6 +44,7 @@ std::vector<Bench> all_benches() {
       {"load", bench::load, bench::refuses_launch},            // the host device
       {"copy", bench::copy, bench::refuses_memory},  // host, a memory device and a fake device, or the device
       {"alloc", bench::alloc, bench::refuses_memory},  // the host device, or the device
+      {"ptx", bench::ptx, nullptr},  // the PTX interpreter, on one core of the host
   };
 #if RIG_DRIVER_DISK
   out.push_back({"disk", bench::disk, nullptr});  // a DISK device of its own, beside fio
@@ -109,6 +110,13 @@ std::map<std::string, nlohmann::json> read_baseline(const std::string& path) {
 std::string short_number(double x) {
   const double a = std::abs(x);
   return fmt::format("{:.{}f}", x, a < 10 ? 2 : a < 100 ? 1 : 0);
+}
+
+// A ratio for the table: two decimals, or three significant digits where two decimals would
+// show a non-zero ratio as 0.00.
+std::string ratio_text(double ratio) {
+  if (ratio != 0 && std::abs(ratio) < 0.005) return fmt::format("{:.2e}", ratio);
+  return fmt::format("{:.2f}", ratio);
 }
 
 // How a figure compares with its baseline, in words: "12.5% worse", "3.0% better", "same".
@@ -236,8 +244,8 @@ int bench(const BenchOptions& options) {
                                         c.regression ? "  REGRESSION" : "")
                           : fmt::format("{:>8}  {:<13}", "-", "not compared");
       }
-      fmt::print("{:<22} {:>9.2f} {:<2} {:>7}..{:<7} {:>9.2f} {:<2} {:>8.2f}  {}\n", f.name, f.value, f.unit,
-                 short_number(f.min), short_number(f.max), f.floor, f.unit, f.ratio, tail);
+      fmt::print("{:<22} {:>9.2f} {:<2} {:>7}..{:<7} {:>9.2f} {:<2} {:>8}  {}\n", f.name, f.value, f.unit,
+                 short_number(f.min), short_number(f.max), f.floor, f.unit, ratio_text(f.ratio), tail);
     }
   }
   if (!options.compare.empty()) {

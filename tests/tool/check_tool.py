@@ -190,8 +190,16 @@ unknown = run("bench", "nosuch")
 check("an unknown bench is refused with status 2, naming it and the benches",
       unknown.returncode == 2 and "nosuch" in unknown.stderr and "batch" in unknown.stderr, unknown.stderr)
 bench_names = unknown.stderr.partition("(there are ")[2].rstrip(")\n").split(", ")
-check("the benches are the ones built", bench_names == ["submit", "roundtrip", "grid", "batch", "load", "copy", "alloc"]
+check("the benches are the ones built", bench_names == ["submit", "roundtrip", "grid", "batch", "load", "copy", "alloc", "ptx"]
       + (["disk"] if with_disk else []), bench_names)
+
+ptx = run("bench", "ptx", "--json", "--repeats", "1")
+check("bench ptx exits 0", ptx.returncode == 0, ptx.stderr)
+figures = figures_of(ptx)
+check("bench ptx prints the interpreter's rate and its grid time, each beside the host twin's",
+      [f.get("name") for f in figures] == ["ptx-rate", "ptx-grid"]
+      and all(f["value"] > 0 and f["floor"] > 0 for f in figures)
+      and [f["unit"] for f in figures] == ["Minstr/s", "ms"], ptx.stdout)
 
 batch = run("bench", "batch", "--json", "--repeats", "1")
 check("bench batch exits 0", batch.returncode == 0, batch.stderr)
