@@ -14,7 +14,17 @@
  *   that reaches another GPU's memory needs peer access.
  * - Streams run their work in order on a thread each, asynchronously; events complete when
  *   their stream reaches them and carry the host time then (cuEventElapsedTime).
- * - Modules are text: "fake-cubin\n" (or "fake-ptx\n") and then one line per kernel,
+ * - Modules are real PTX text, or fatbins as nvcc writes them (their newest PTX entry for
+ *   compute_90 or older is loaded; zstd-compressed entries are decompressed). Their kernels
+ *   run on the PTX interpreter (tests/sim/ptx) on the stream's thread, reaching only memory
+ *   CUDA knows and the module's own variables: a kernel touching any other address, or a
+ *   misaligned one, fails the context with CUDA_ERROR_ILLEGAL_ADDRESS; a trap or any other
+ *   fault with CUDA_ERROR_LAUNCH_FAILED (the interpreter's reason goes to stderr). PTX the
+ *   interpreter refuses is CUDA_ERROR_INVALID_PTX with its reason in the JIT's error log; a
+ *   cubin, or a fatbin without PTX, is CUDA_ERROR_NO_BINARY_FOR_GPU (the fake runs no SASS).
+ *   cuFuncGetAttribute and cuFuncGetParamInfo answer from the PTX.
+ * - For tests that need a host-defined kernel or an injected fault, modules may instead be
+ *   text: "fake-cubin\n" (or "fake-ptx\n") and then one line per kernel,
  *   "NAME SIZE SIZE … [threads=N] [shared=N]": its parameters' sizes (each aligned to its
  *   size, up to 8), its most threads per block (default 1024) and its static shared memory.
  *   A line "error: TEXT" in fake PTX fails the load with CUDA_ERROR_INVALID_PTX and TEXT in
