@@ -4,12 +4,10 @@
 #include <dlfcn.h>
 #include <stdexcept>
 
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <thread>
 
 extern const unsigned char rig_cuda_host_kernels[];
 extern const std::size_t rig_cuda_host_kernels_size;
@@ -50,7 +48,6 @@ Fake fake(const std::string& path) {
   void* handle = dlopen(which.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) return {};
   Fake f;
-  f.define = reinterpret_cast<decltype(f.define)>(dlsym(handle, "fakecuda_define"));
   f.fail = reinterpret_cast<decltype(f.fail)>(dlsym(handle, "fakecuda_fail"));
   f.fault = reinterpret_cast<decltype(f.fault)>(dlsym(handle, "fakecuda_fault"));
   f.set = reinterpret_cast<decltype(f.set)>(dlsym(handle, "fakecuda_set"));

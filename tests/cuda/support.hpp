@@ -22,12 +22,11 @@ namespace rig::cuda::test {
 
 // The fake's controls, when RIG_LIBCUDA is the fake; all null otherwise.
 struct Fake {
-  void (*define)(const char*, fakecuda_kernel) = nullptr;
   void (*fail)(const char*, unsigned long long, int, unsigned long long) = nullptr;
   void (*fault)(int, int) = nullptr;
   void (*set)(const char*, long long) = nullptr;
   long long (*count)(const char*) = nullptr;
-  explicit operator bool() const { return define != nullptr; }
+  explicit operator bool() const { return fail != nullptr; }
 };
 // The controls of the library at `path` (RIG_LIBCUDA when empty), which this loads.
 Fake fake(const std::string& path = "");

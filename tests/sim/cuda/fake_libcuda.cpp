@@ -21,7 +21,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,8 +48,8 @@ struct CUfunc_st {
   int max_threads = 1024, static_shared = 0, max_dynamic_shared = 0;
 };
 
-// A module of real PTX (text, or a fatbin's PTX entry) runs on the PTX interpreter; its
-// module variables live in storage of its own, which its kernels' memory maps too.
+// A module (PTX text, or a fatbin's PTX entry) runs on the PTX interpreter; its module
+// variables live in storage of its own, which its kernels' memory maps too.
 struct Module_variable {
   std::unique_ptr<std::byte[]> storage;
   std::uintptr_t address = 0;  // aligned, inside storage
@@ -60,7 +59,7 @@ struct Module_variable {
 struct CUmod_st {
   CUctx_st* ctx = nullptr;
   std::deque<CUfunc_st> functions;
-  std::optional<rig::ptx::Module> ptx;  // empty for the text form
+  std::optional<rig::ptx::Module> ptx;
   std::vector<Module_variable> variables;
 };
 
@@ -161,7 +160,6 @@ struct State {
   std::set<CUfunc_st*> functions;
   std::set<CUgraph_st*> graphs;
   std::set<CUgraphExec_st*> execs;
-  std::map<std::string, fakecuda_kernel, std::less<>> kernels;
   std::map<std::string, Plan, std::less<>> plans;
   std::map<std::string, long long, std::less<>> calls;
   long long resets = 0, launches = 0, graph_launches = 0, peer_enables = 0;
@@ -315,30 +313,12 @@ void run_ptx(CUstream s, const Launch& l) {
 }
 
 void run_kernel(CUstream s, const Launch& l) {
-  if (l.func->module->ptx) {
-    {
-      auto& st = S();
-      std::lock_guard g(st.m);
-      ++st.launches;
-    }
-    return run_ptx(s, l);
-  }
-  fakecuda_kernel k = nullptr;
   {
     auto& st = S();
     std::lock_guard g(st.m);
-    auto it = st.kernels.find(l.func->name);
-    if (it != st.kernels.end()) k = it->second;
     ++st.launches;
   }
-  if (!k) return fail_context(s->ctx, CUDA_ERROR_LAUNCH_FAILED);
-  fakecuda_launch launch{{l.grid[0], l.grid[1], l.grid[2]},
-                         {l.block[0], l.block[1], l.block[2]},
-                         l.shared,
-                         l.params.data(),
-                         l.params.size(),
-                         s->ctx->ordinal};
-  if (int r = k(&launch)) fail_context(s->ctx, r);
+  run_ptx(s, l);
 }
 
 // Whether the stream's work is dropped: its context failed or was reset.
@@ -514,7 +494,7 @@ CUresult check_dims(const CUfunc_st* f, const unsigned grid[3], const unsigned b
   return CUDA_SUCCESS;
 }
 
-// ---- Modules: real PTX, fatbins, and the text of fake_libcuda.h.
+// ---- Modules: real PTX and fatbins.
 
 // Loads PTX text into `m`: its kernels become functions with the PTX's parameters and
 // static shared memory, its .global/.const variables get storage with their initial bytes.
@@ -558,9 +538,8 @@ CUresult load_ptx(std::string_view text, CUmod_st& m, std::string& log) {
 }
 
 // Loads an image as CUDA would take it: a fatbin (its newest PTX entry for compute_90 or
-// older, since the fake runs PTX, not SASS), PTX text, or the fake's text form. A cubin, or a
+// older, since the fake runs PTX, not SASS) or PTX text. A cubin, or a
 // fatbin without PTX, has no code the fake can run: CUDA_ERROR_NO_BINARY_FOR_GPU.
-CUresult parse_module(const char* text, CUmod_st& m, std::string& log);
 CUresult load_module(const void* image, CUmod_st& m, std::string& log) {
   const auto* bytes = static_cast<const std::byte*>(image);
   const char* text = static_cast<const char*>(image);
@@ -611,46 +590,7 @@ CUresult load_module(const void* image, CUmod_st& m, std::string& log) {
     log = "a cubin holds SASS only, and the fake libcuda runs only PTX: load a fatbin with PTX, or the PTX";
     return CUDA_ERROR_NO_BINARY_FOR_GPU;
   }
-  if (std::strncmp(text, "fake-cubin\n", 11) == 0 || std::strncmp(text, "fake-ptx\n", 9) == 0)
-    return parse_module(text, m, log);
   return load_ptx(text, m, log);
-}
-
-CUresult parse_module(const char* text, CUmod_st& m, std::string& log) {
-  std::string image(text);
-  bool ptx = image.rfind("fake-ptx\n", 0) == 0;
-  if (!ptx && image.rfind("fake-cubin\n", 0) != 0) return CUDA_ERROR_INVALID_IMAGE;
-  std::istringstream lines(image.substr(image.find('\n') + 1));
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.empty()) continue;
-    if (line.rfind("error:", 0) == 0) {
-      log = line.substr(6);
-      while (!log.empty() && log.front() == ' ') log.erase(log.begin());
-      return ptx ? CUDA_ERROR_INVALID_PTX : CUDA_ERROR_INVALID_IMAGE;
-    }
-    std::istringstream words(line);
-    CUfunc_st f;
-    f.module = &m;
-    words >> f.name;
-    std::string w;
-    while (words >> w) {
-      if (w.rfind("threads=", 0) == 0) f.max_threads = std::atoi(w.c_str() + 8);
-      else if (w.rfind("shared=", 0) == 0) f.static_shared = std::atoi(w.c_str() + 7);
-      else {
-        std::size_t size = std::strtoul(w.c_str(), nullptr, 10);
-        if (size == 0) return CUDA_ERROR_INVALID_IMAGE;
-        std::size_t align = std::min<std::size_t>(size, 8);
-        f.param_bytes = (f.param_bytes + align - 1) / align * align;
-        f.offsets.push_back(f.param_bytes);
-        f.sizes.push_back(size);
-        f.param_bytes += size;
-      }
-    }
-    f.max_dynamic_shared = int(48 * 1024) - f.static_shared;
-    m.functions.push_back(std::move(f));
-  }
-  return CUDA_SUCCESS;
 }
 
 // ---- Destruction of a context's objects (cuDevicePrimaryCtxReset).
@@ -1578,12 +1518,6 @@ EXPORT CUresult cuGetProcAddress(const char* symbol, void** fn, int version, cuu
 }
 
 // ---- The test's controls.
-
-EXPORT void fakecuda_define(const char* name, fakecuda_kernel kernel) {
-  auto& s = S();
-  std::lock_guard l(s.m);
-  s.kernels[name] = kernel;
-}
 
 EXPORT void fakecuda_fail(const char* function, unsigned long long nth, int result, unsigned long long times) {
   auto& s = S();

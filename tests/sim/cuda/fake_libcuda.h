@@ -23,16 +23,6 @@
  *   interpreter refuses is CUDA_ERROR_INVALID_PTX with its reason in the JIT's error log; a
  *   cubin, or a fatbin without PTX, is CUDA_ERROR_NO_BINARY_FOR_GPU (the fake runs no SASS).
  *   cuFuncGetAttribute and cuFuncGetParamInfo answer from the PTX.
- * - For tests that need a host-defined kernel or an injected fault, modules may instead be
- *   text: "fake-cubin\n" (or "fake-ptx\n") and then one line per kernel,
- *   "NAME SIZE SIZE … [threads=N] [shared=N]": its parameters' sizes (each aligned to its
- *   size, up to 8), its most threads per block (default 1024) and its static shared memory.
- *   A line "error: TEXT" in fake PTX fails the load with CUDA_ERROR_INVALID_PTX and TEXT in
- *   the JIT's error log; other bytes are CUDA_ERROR_INVALID_IMAGE. A launch runs the kernel
- *   defined under the function's name (fakecuda_define) once, on the stream's thread; a
- *   kernel that returns non-zero fails the context with that CUresult (sticky), as a fault
- *   of the GPU would, and a launch of a name with no kernel fails it with
- *   CUDA_ERROR_LAUNCH_FAILED.
  * - A failed context returns its error from every call on it until cuDevicePrimaryCtxReset,
  *   which destroys everything the context held.
  * - Graphs of kernel nodes: made, instantiated, updated (cuGraphExecKernelNodeSetParams_v2)
@@ -44,27 +34,9 @@
 #ifndef FAKE_LIBCUDA_H
 #define FAKE_LIBCUDA_H
 
-#include <stddef.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* A launch as a kernel sees it: its grid, block, dynamic shared bytes, parameter bytes (laid
- * out as the kernel reads them) and the GPU's ordinal. */
-struct fakecuda_launch {
-  unsigned grid[3], block[3], shared;
-  const void *params;
-  size_t param_bytes;
-  int device;
-};
-
-/* A kernel: runs the whole grid of one launch. Returns 0, or a CUresult that fails the
- * context. */
-typedef int (*fakecuda_kernel)(const struct fakecuda_launch *launch);
-
-/* Defines (or redefines) what launches of functions named `name` run. */
-void fakecuda_define(const char *name, fakecuda_kernel kernel);
 
 /* From the nth call on (1-based, counted from now), `times` calls of the exported function
  * `function` (its base name, such as "cuMemAlloc") return `result` and do nothing else.
