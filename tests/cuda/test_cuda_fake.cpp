@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 #include <unistd.h>
 
@@ -355,6 +356,27 @@ TEST_CASE("a fatbin's and PTX text's functions take the parameters their PTX dec
     CHECK(write->params() == std::optional<std::size_t>(16));
     CHECK_FALSE(image->resolve("nope"));
   }
+}
+
+TEST_CASE("a fatbin's function gives the launch bounds and static shared memory nvcc recorded") {
+  fake();  // RIG_LIBCUDA is the fake
+  close_gpus();
+  std::ifstream in(std::string(RIG_NV_KERNELS) + "/reduce.sm_90.fatbin", std::ios::binary);
+  REQUIRE(in);
+  const std::vector<char> chars{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::vector<std::byte> fatbin(chars.size());
+  std::memcpy(fatbin.data(), chars.data(), chars.size());
+  Direct g(0);
+  auto image = g.driver->image(fatbin);
+  REQUIRE(image);
+  auto id = std::get<edge::Loaded>(*image).image;
+  auto entry = std::get<edge::Entry>(g.driver->entry(id, "reduce_sum"));
+  CHECK(entry.threads == std::optional<std::size_t>(256));  // __launch_bounds__(256)
+  CHECK(entry.params == std::optional<std::size_t>(20));
+  g.driver->unload(id);
+  auto plain = std::get<edge::Loaded>(*g.driver->image(t::kernels_image())).image;
+  CHECK(std::get<edge::Entry>(g.driver->entry(plain, "add_u32")).threads == std::optional<std::size_t>(1024));
+  g.driver->unload(plain);
 }
 
 TEST_CASE("a cubin alone is refused with CUDA_ERROR_NO_BINARY_FOR_GPU: the fake runs no SASS") {

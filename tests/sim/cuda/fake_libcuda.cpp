@@ -564,7 +564,21 @@ CUresult load_module(const void* image, CUmod_st& m, std::string& log) {
       log = "the fatbin has no PTX for compute_90 or older, and the fake libcuda runs only PTX";
       return CUDA_ERROR_NO_BINARY_FOR_GPU;
     }
-    return load_ptx({reinterpret_cast<const char*>(ptx->payload.data()), ptx->payload.size()}, m, log);
+    if (CUresult r = load_ptx({reinterpret_cast<const char*>(ptx->payload.data()), ptx->payload.size()}, m, log))
+      return r;
+    // The launch bounds nvcc recorded (MAX_THREADS) are in the sm_90 cubin beside the PTX.
+    for (const auto& e : *entries) {
+      if (e.kind != rig::sim::nv::cubin::Entry_kind::elf || e.sm != 90) continue;
+      const auto cubin = rig::sim::nv::cubin::read_cubin(e.payload);
+      if (!cubin) {
+        log = cubin.error();
+        return CUDA_ERROR_INVALID_IMAGE;
+      }
+      for (const auto& k : cubin->kernels)
+        for (auto& f : m.functions)
+          if (f.name == k.name && k.max_threads) f.max_threads = int(std::min<std::uint32_t>(k.max_threads, 1024));
+    }
+    return CUDA_SUCCESS;
   }
   if (std::memcmp(&magic, "\x7f" "ELF", 4) == 0) {
     // A cubin's extent, as CUDA finds it: from its header (a 64-bit ELF's is 64 bytes) to

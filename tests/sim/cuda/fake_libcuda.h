@@ -22,7 +22,8 @@
  *   fault with CUDA_ERROR_LAUNCH_FAILED (the interpreter's reason goes to stderr). PTX the
  *   interpreter refuses is CUDA_ERROR_INVALID_PTX with its reason in the JIT's error log; a
  *   cubin, or a fatbin without PTX, is CUDA_ERROR_NO_BINARY_FOR_GPU (the fake runs no SASS).
- *   cuFuncGetAttribute and cuFuncGetParamInfo answer from the PTX.
+ *   cuFuncGetAttribute and cuFuncGetParamInfo answer from the PTX, and a fatbin's sm_90
+ *   cubin gives its kernels' launch bounds (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK).
  * - A failed context returns its error from every call on it until cuDevicePrimaryCtxReset,
  *   which destroys everything the context held.
  * - Graphs of kernel nodes: made, instantiated, updated (cuGraphExecKernelNodeSetParams_v2)
