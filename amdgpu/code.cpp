@@ -5,19 +5,19 @@
 namespace rig::amd::driver {
 
 CodeLimits code_limits(const Gpu& gpu, pm4::Gen) {
-  constexpr std::uint32_t kLdsMax = 64 << 10;  // group-shared bytes a group may use (gfx11/12)
+  // The processor's own (code_object.hpp); generation_of took only processors it knows.
+  const ProcessorLimits processor = limits_of(gpu.arch).value_or(ProcessorLimits{});
   CodeLimits limits;
-  limits.wave_size = 32;
-  limits.lds_bytes = std::uint32_t(std::min<std::uint64_t>(gpu.get("lds_size_in_kb", 64) * 1024, kLdsMax));
+  limits.wave_size = processor.wave_size;
+  limits.lds_bytes = std::uint32_t(std::min<std::uint64_t>(gpu.get("lds_size_in_kb", 64) * 1024, processor.lds_bytes));
   return limits;
 }
 
 Result<edge::Code> Device::image(std::span<const std::byte> binary) {
   auto object = read_code_object(binary);
   if (!object) return std::unexpected(object.error());
-  if (object->arch != gpu_.arch)
-    return std::unexpected(fmt::format("a code object for {}, not {}", object->arch.empty() ? object->target : object->arch,
-                                       gpu_.arch));
+  // Its processor, and its kernels' waves and memory against the processor's limits.
+  if (auto runs = check_for(*object, gpu_.arch); !runs) return std::unexpected(runs.error());
   if (auto dry = place(*object, binary, 0); !dry) return std::unexpected(dry.error());
   auto copy = std::make_shared<std::vector<std::byte>>(binary.begin(), binary.end());
   auto shared = std::make_shared<CodeObject>(std::move(*object));
@@ -75,8 +75,7 @@ edge::EntryAnswer Device::entry(edge::ImageId id, std::string_view name) {
   t->group_segment = k->group_segment_fixed_size;
   t->private_segment = k->private_segment_fixed_size;
   t->max_threads = k->max_flat_workgroup_size ? k->max_flat_workgroup_size : 1024;
-  t->wave32 = kd.wave32();
-  if (!t->wave32) throw edge::Fault(fmt::format("kernel {} is wave64, which the driver does not launch", name));
+  t->wave32 = kd.wave32();  // the processor's, as image() checked
   if (t->user_sgprs > pm4::reg::kUserDataCount)
     throw edge::Fault(fmt::format("kernel {} wants {} user SGPRs, more than 16", name, t->user_sgprs));
   for (auto& a : k->args) {
@@ -90,7 +89,7 @@ edge::EntryAnswer Device::entry(edge::ImageId id, std::string_view name) {
   t->name = names_.emplace(name).first->c_str();
   // Scratch for all the waves the GPU may run at once, if the kernel has private memory.
   if (t->private_segment || (kd.kernel_code_properties & KernelDescriptor::kUsesDynamicStack)) {
-    std::uint64_t per_wave = round_up(std::uint64_t(std::max(t->private_segment, 1024u)) * 32, 256);
+    std::uint64_t per_wave = scratch_per_wave(*t);
     std::uint64_t waves = std::max<std::uint64_t>(gpu_.get("simd_count"), 1) *
                           std::max<std::uint64_t>(gpu_.get("max_waves_per_simd", 16), 1);
     std::uint64_t need = per_wave * waves;

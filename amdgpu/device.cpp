@@ -51,6 +51,7 @@ Result<void> Device::open() {
   if (!gen) return std::unexpected(gen.error());
   gen_ = *gen;
   limits_ = code_limits(gpu_, gen_);
+  xccs_ = gpu_.xccs();
   if (auto r = kfd_.open(std::uint32_t(gpu_.get("drm_render_minor", 128))); !r) return fail(r.error());
   // The timeline words of every device, so that queues write this one and wait on others.
   auto words = reinterpret_cast<std::uint64_t>(&rig_words[0]) & ~(kPage - 1);
@@ -145,8 +146,8 @@ edge::Facts Device::facts() {
   auto abi = std::make_shared<Abi>();
   abi->arch = gpu_.arch;
   abi->wave_size = limits_.wave_size;
-  std::uint64_t simd_per_cu = std::max<std::uint64_t>(gpu_.get("simd_per_cu", 2), 1);
-  abi->compute_units = std::uint32_t(gpu_.get("simd_count") / simd_per_cu);
+  abi->compute_units = std::uint32_t(gpu_.compute_units());
+  abi->xccs = xccs_;
   abi->lds_bytes = limits_.lds_bytes;
   abi->timeline_word = reinterpret_cast<std::uint64_t>(word_);
   f.capability = edge::declare(kAbi, std::shared_ptr<const Abi>(abi));
@@ -190,7 +191,7 @@ Result<std::vector<GpuInfo>> gpus(os::Seam& seam) {
   std::vector<GpuInfo> out;
   for (std::size_t i = 0; i < topology->size(); ++i) {
     auto& g = (*topology)[i];
-    out.push_back({int(i), g.arch, g.gpu_id, g.vram_bytes, g.bus()});
+    out.push_back({int(i), g.arch, g.gpu_id, g.vram_bytes, g.bus(), g.compute_units(), g.xccs()});
   }
   return out;
 }

@@ -202,7 +202,8 @@ struct Plan {
 Result<pm4::Gen> generation_of(const Gpu& gpu);
 
 // What the processor's code may use (code.cpp): the lanes of the waves the driver launches
-// and the group-shared bytes a group may use.
+// and the group-shared bytes a group may use (the smaller of the processor's limit and the
+// topology's lds_size_in_kb).
 struct CodeLimits {
   std::uint32_t wave_size = 32;
   std::uint32_t lds_bytes = 64 << 10;
@@ -319,6 +320,9 @@ class Device final : public edge::Driver {
   void copy(sdma::Sdma& ps, const rig_copy& c);
   // Encodes head_, tail_ and stamp_ (open).
   void build_value_packets();
+  // The scratch bytes a wave of t takes: its lanes' private segments (1 KiB each at least),
+  // in the generation's COMPUTE_TMPRING_SIZE.WAVESIZE units.
+  std::uint64_t scratch_per_wave(const LaunchTemplate& t) const;
 
   // ---- faults.cpp: what a stopped queue was running.
   std::string describe_stop(int queue) const;
@@ -330,6 +334,7 @@ class Device final : public edge::Driver {
   std::string name_;
   pm4::Gen gen_ = pm4::Gen::Gfx11;  // the packets' generation (generation_of)
   CodeLimits limits_;                // what the processor's code may use (code_limits)
+  std::uint32_t xccs_ = 1;           // the topology's num_xcc: compute dies that read the queue
   volatile std::uint64_t* word_;
   Edge edge_;
 
@@ -363,7 +368,9 @@ class Device final : public edge::Driver {
   // A value's packets that are the same for every value, encoded at open and copied: its head
   // (the barrier before its work), its tail (the word's store, its value patched, and the
   // interrupt that wakes sleepers) and a timestamp's store (its slot patched).
-  std::array<std::uint32_t, kFlushDwords + kAcquireDwords> head_{};
+  std::array<std::uint32_t, kFlushDwords + kAcquireDwords> head_{};  // gfx10+'s size; gfx9's is a dword less
+  std::uint32_t head_dwords_ = 0;
+  std::span<const std::uint32_t> head() const { return std::span(head_).first(head_dwords_); }
   std::array<std::uint32_t, 2 * kReleaseDwords> tail_{};
   std::array<std::uint32_t, kReleaseDwords> stamp_{};
   std::array<std::uint32_t, 64> signal_at_{};  // per part: the sequence value it signals
@@ -387,7 +394,8 @@ class Device final : public edge::Driver {
 // most), RESOURCE_LIMITS, START/NUM_THREAD, DISPATCH_DIRECT, CS_PARTIAL_FLUSH.
 constexpr std::uint64_t kLaunchDwords = 4 + 4 + 3 + 3 + 4 + 5 + 18 + 3 + 8 + 5 + 2;
 // A value's own packets on the compute queue: the waits' share aside, the barrier, the
-// sequence signal, the word, the interrupt and two stamps.
+// sequence signal, the word, the interrupt and two stamps (with gfx10+'s ACQUIRE_MEM, a
+// dword more than gfx9's: room's plan may count one dword too many there).
 constexpr std::uint64_t kValueDwords = kFlushDwords + kAcquireDwords + 5 * kReleaseDwords + kWait32Dwords;
 
 }  // namespace rig::amd::driver

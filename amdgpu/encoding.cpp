@@ -5,12 +5,21 @@
 
 namespace rig::amd::driver {
 
+// gfx_target_version of the gfx9 processors the driver builds packets for (KFD's
+// kfd_device.c: gfx90a is 90010, gfx942 90402).
+constexpr std::uint64_t kGfx90a = 90010, kGfx942 = 90402;
+
 Result<pm4::Gen> generation_of(const Gpu& gpu) {
   const std::uint64_t version = gpu.get("gfx_target_version");
   if (version >= 110000 && version < 120000) return pm4::Gen::Gfx11;
   if (version >= 120000 && version < 130000) return pm4::Gen::Gfx12;
-  return std::unexpected(
-      fmt::format("{}: the driver builds packets for gfx11 and gfx12 only (gfx9.4 is not built yet)", gpu.arch));
+  if (version == kGfx90a || version == kGfx942) return pm4::Gen::Gfx9_4;
+  return std::unexpected(fmt::format(
+      "{}: the driver builds packets for gfx90a, gfx942, gfx11 and gfx12 only", gpu.arch));
+}
+
+std::uint64_t Device::scratch_per_wave(const LaunchTemplate& t) const {
+  return round_up(std::uint64_t(std::max(t.private_segment, 1024u)) * limits_.wave_size, pm4::tmpring_granule(gen_));
 }
 
 std::array<std::uint32_t, 16> Device::user_sgprs(const LaunchTemplate& t, BuiltLaunch& b) const {
@@ -85,9 +94,9 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
   std::uint32_t rsrc2 = (t.rsrc2 & ~(0x1ffu << 15)) | (lds & 0x1ff) << 15;
   std::uint32_t tmpring = 0;
   if (scratch) {
-    std::uint64_t per_wave = round_up(std::uint64_t(std::max(t.private_segment, 1024u)) * 32, 256);
-    std::uint64_t waves = std::min<std::uint64_t>(scratch_.bytes / per_wave, 0xfff);
-    tmpring = std::uint32_t(waves) | std::uint32_t(per_wave / 256) << 12;  // WAVES, WAVESIZE (256-byte units)
+    const std::uint64_t per_wave = scratch_per_wave(t);
+    const std::uint64_t waves = std::min<std::uint64_t>(scratch_.bytes / per_wave, pm4::kTmpringWavesMax);
+    tmpring = pm4::tmpring_size(gen_, std::uint32_t(waves), per_wave);
   }
   std::uint32_t pgm[2] = {std::uint32_t(t.code >> 8), std::uint32_t(t.code >> 40)};
   std::uint32_t rsrc12[2] = {t.rsrc1, rsrc2};
@@ -101,7 +110,7 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC1, rsrc12);
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC3, t.rsrc3);
   pc.set_sh_reg(pm4::reg::COMPUTE_TMPRING_SIZE, tmpring);
-  pc.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_base);
+  if (pm4::has_dispatch_scratch_base(gen_)) pc.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_base);
   pc.set_sh_reg(pm4::reg::COMPUTE_RESTART_X, zero3);
   const std::uint32_t user_at = pc.size() + 2;  // past the SET_SH_REG's header and register
   const auto user = user_sgprs(t, b);  // patched per launch
@@ -116,7 +125,7 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
     auto& lone = b.lone[timed];
     auto& w = lone.words;
     auto at = [&] { return std::uint32_t(w.size()); };
-    w.assign(head_.begin(), head_.end());
+    w.assign(head().begin(), head().end());
     if (timed) lone.stamps_at[0] = at() + pm4::kReleaseMemAddress, w.insert(w.end(), stamp_.begin(), stamp_.end());
     lone.packets_at = at(), lone.user_at = at() + user_at;
     w.insert(w.end(), b.packets.begin(), b.packets.end());
@@ -147,6 +156,7 @@ void Device::build_value_packets() {
   pm4::Pm4 head(gen_, head_);
   head.cs_partial_flush();
   head.acquire_mem();
+  head_dwords_ = head.size();
   pm4::Pm4 tail(gen_, tail_);
   tail.release_mem({reinterpret_cast<std::uint64_t>(word_), 0, pm4::DataSel::Data64, pm4::IntSel::None, 0, true});
   tail.release_mem({mailbox_, signal_event_, pm4::DataSel::Low32, pm4::IntSel::InterruptAfterWriteConfirm,

@@ -21,6 +21,11 @@ bool Device::runs(const rig_part& p, std::uint32_t i, char* why) const {
       auto& l = p.work.launch;
       auto* t = static_cast<const LaunchTemplate*>(l.launch);
       if (!t) return rig_never(why, "part %u: a launch of no kernel", i), false;
+      if (xccs_ > 1) {
+        rig_never(why, "part %u: a launch of %s on %s, whose %u XCCs each read the queue: dispatches across several "
+                  "XCCs are not built yet", i, t->name, gpu_.arch.c_str(), xccs_);
+        return false;
+      }
       static constexpr char axes[] = "xyz";
       std::uint64_t threads = 1;
       for (int k = 0; k < 3; ++k) {
@@ -355,7 +360,7 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
       compute_.set64(at + pm4::kReleaseMemAddress, address);
     };
     // Device order: the previous value's dispatches are done and its writes visible.
-    pc.packets(head_);
+    pc.packets(head());
     time_value(v, times != nullptr);
     if (times) stamp(stamps);
     if (copies) {  // the copy queue starts this value after the compute queue got here

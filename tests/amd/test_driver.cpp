@@ -100,12 +100,95 @@ TEST_CASE("an open that KFD refuses is an Error and leaves nothing behind") {
   CHECK(sim.live_buffers() <= 1);  // at most the process's event page, which KFD keeps
 }
 
-TEST_CASE("a gfx9.4 GPU is refused: its packets are not built yet") {
-  auto& sim = simulator({.arch = "gfx942"});
-  auto d = rig::open(rig::amd::opener(0, sim));
-  REQUIRE(!d);
-  CHECK(d.error().find("gfx942") != std::string::npos);
-  CHECK(d.error().find("not built yet") != std::string::npos);
+TEST_CASE("gpus lists a GPU's compute units and XCCs as the topology gives them") {
+  using sim::amd::Config;
+  struct Part {
+    Config config;
+    const char* arch;
+    std::uint64_t compute_units;
+    std::uint32_t xccs;
+  };
+  for (const auto& part : {Part{Config::mi300x(), "gfx942", 304, 8}, Part{Config::mi300a(), "gfx942", 228, 6},
+                           Part{Config::mi250x(), "gfx90a", 110, 1}, Part{Config{}, "gfx1100", 4, 1}}) {
+    auto list = rig::amd::gpus(simulator(part.config));
+    REQUIRE(list);
+    REQUIRE(list->size() == 1);
+    CHECK((*list)[0].arch == part.arch);
+    CHECK((*list)[0].compute_units == part.compute_units);
+    CHECK((*list)[0].xccs == part.xccs);
+  }
+}
+
+TEST_CASE("a gfx942 device of several XCCs runs gfx9 packets and refuses a launch, naming the processor and the XCCs") {
+  auto& sim = simulator(sim::amd::Config::mi300x());
+  Opened d(sim);
+  CHECK(d->facts().arch == "gfx942");
+  const auto* abi = d->capability(rig::amd::kAbi);
+  REQUIRE(abi);
+  CHECK(abi->wave_size == 64);
+  CHECK(abi->compute_units == 304);
+  CHECK(abi->xccs == 8);
+  CHECK(abi->lds_bytes == 64 * 1024);
+  // Each value's head and tail are gfx9's ACQUIRE_MEM and RELEASE_MEM, which the simulated
+  // command processor reads in gfx9's dialect (it faults on gfx11's).
+  Buffer out = Buffer::create(d, 4);
+  writes(d, out, 7);
+  CHECK(sim.faults().empty());
+  auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
+  REQUIRE_MESSAGE(image, image.error());
+  auto f = image->resolve("vector_add");
+  REQUIRE(f);
+  auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+  auto block = s.block(0);
+  Run run;
+  run.groups(block, 1);
+  run.threads(block, 64);
+  run.set(block, 24, std::uint32_t(64));
+  Buffer a = Buffer::create(d, 256), b = Buffer::create(d, 256), c = Buffer::create(d, 256);
+  Buffer reads[] = {a, b}, written[] = {c};
+  CHECK_THROWS_WITH_AS(submit(s, run, reads, written),
+                       "AMD:0: part 0: a launch of vector_add on gfx942, whose 8 XCCs each read the queue: "
+                       "dispatches across several XCCs are not built yet",
+                       std::invalid_argument);
+  CHECK(!d->lost());
+  writes(d, out, 8);
+}
+
+TEST_CASE("a code object for another processor is refused at load, naming both") {
+  auto& sim = simulator(sim::amd::Config::mi250x());
+  Opened d(sim);
+  auto gfx942 = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
+  REQUIRE(!gfx942);
+  CHECK(gfx942.error().find("a code object for gfx942, not gfx90a") != std::string::npos);
+  auto gfx1100 = Image::load(d, gpu_kernels());
+  REQUIRE(!gfx1100);
+  CHECK(gfx1100.error().find("a code object for gfx1100, not gfx90a") != std::string::npos);
+  CHECK(Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx90a.co", RIG_AMD_KERNEL_DIR))));
+}
+
+TEST_CASE("a gfx90a launch reaches the command processor as a wave64 dispatch with every register it reads set") {
+  auto& sim = simulator(sim::amd::Config::mi250x());
+  Opened d(sim);
+  auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx90a.co", RIG_AMD_KERNEL_DIR)));
+  REQUIRE_MESSAGE(image, image.error());
+  auto f = image->resolve("vector_add");
+  REQUIRE(f);
+  auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+  auto block = s.block(0);
+  Run run;
+  run.groups(block, 2);
+  run.threads(block, 64);
+  run.set(block, 24, std::uint32_t(128));
+  Buffer a = Buffer::create(d, 512), b = Buffer::create(d, 512), c = Buffer::create(d, 512);
+  Buffer reads[] = {a, b}, written[] = {c};
+  auto p = submit(s, run, reads, written);
+  // The simulator checks the dispatch's registers, then stops at the wave64 interpreter it
+  // does not have: the device is lost naming the kernel, and nothing before it faulted.
+  CHECK_THROWS_AS(p.wait(), Lost);
+  const auto faults = sim.faults();
+  REQUIRE(faults.size() == 1);
+  CHECK(faults[0].find("PM4 DISPATCH_DIRECT of wave64: the interpreter runs wave32 only") != std::string::npos);
+  CHECK(d->lost());
 }
 
 TEST_CASE("memory has one address for the host and the GPU, and the budget is VRAM") {
