@@ -50,6 +50,7 @@ Result<void> Device::open() {
   auto gen = generation_of(gpu_);
   if (!gen) return std::unexpected(gen.error());
   gen_ = *gen;
+  sdma_ = sdma_of(gen_);
   limits_ = code_limits(gpu_, gen_);
   xccs_ = gpu_.xccs();
   if (auto r = kfd_.open(std::uint32_t(gpu_.get("drm_render_minor", 128))); !r) return fail(r.error());

@@ -200,6 +200,8 @@ struct Plan {
 // The packets' generation of the GPU's processor (encoding.cpp), from its
 // gfx_target_version; Error naming the processor where the driver builds none for it.
 Result<pm4::Gen> generation_of(const Gpu& gpu);
+// The SDMA engine of a generation (encoding.cpp): SDMA 4 on gfx9, SDMA 6 and 7 after.
+sdma::Version sdma_of(pm4::Gen gen);
 
 // What the processor's code may use (code.cpp): the lanes of the waves the driver launches
 // and the group-shared bytes a group may use (the smaller of the processor's limit and the
@@ -333,6 +335,7 @@ class Device final : public edge::Driver {
   Options o_;
   std::string name_;
   pm4::Gen gen_ = pm4::Gen::Gfx11;  // the packets' generation (generation_of)
+  sdma::Version sdma_ = sdma::Version::Sdma6;  // its SDMA engine's (sdma_of)
   CodeLimits limits_;                // what the processor's code may use (code_limits)
   std::uint32_t xccs_ = 1;           // the topology's num_xcc: compute dies that read the queue
   volatile std::uint64_t* word_;

@@ -18,6 +18,8 @@ Result<pm4::Gen> generation_of(const Gpu& gpu) {
       "{}: the driver builds packets for gfx90a, gfx942, gfx11 and gfx12 only", gpu.arch));
 }
 
+sdma::Version sdma_of(pm4::Gen gen) { return gen == pm4::Gen::Gfx9_4 ? sdma::Version::Sdma4 : sdma::Version::Sdma6; }
+
 std::uint64_t Device::scratch_per_wave(const LaunchTemplate& t) const {
   return round_up(std::uint64_t(std::max(t.private_segment, 1024u)) * limits_.wave_size, pm4::tmpring_granule(gen_));
 }

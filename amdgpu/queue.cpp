@@ -115,7 +115,7 @@ Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t wait
           if (!box.rows || !box.width) continue;
           bool flat = box.src_pitch == box.width && box.dst_pitch == box.width;
           std::uint64_t rows = flat ? 1 : box.rows, bytes = flat ? box.rows * box.width : box.width;
-          std::uint64_t chunks = (bytes + sdma::kMaxChunk - 1) / sdma::kMaxChunk;
+          std::uint64_t chunks = (bytes + sdma::max_chunk(sdma_) - 1) / sdma::max_chunk(sdma_);
           std::uint64_t packet = c.fill >= 0 ? sdma::kConstFillSize : sdma::kCopyLinearSize;
           if (rows * chunks > copy_.dwords) {
             rig_never(why, "part %u: box %u takes %llu SDMA packets, over the %llu dwords of the COPY:0 ring", i, b,
@@ -339,7 +339,7 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
   if (stopped_) return failed(failure, "submit after stop");
   try {
     pm4::Pm4 pc(gen_, std::span(compute_.words, compute_.dwords), compute_.wptr);
-    sdma::Sdma ps(std::span(copy_.words, copy_.dwords), copy_.wptr);
+    sdma::Sdma ps(std::span(copy_.words, copy_.dwords), copy_.wptr, sdma_);
     const std::uint64_t seq_c = control_.address + kComputeSequence, seq_s = control_.address + kCopySequence;
     const std::uint64_t stamps = stamps_of(v);
     bool copies = false;
@@ -410,7 +410,7 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
           // The writers' positions move on past the words placed by hand.
           ring.wptr = start;
           place_words(ring, words, on_copy);
-          if (on_copy) ps = sdma::Sdma(std::span(ring.words, ring.dwords), ring.wptr);
+          if (on_copy) ps = sdma::Sdma(std::span(ring.words, ring.dwords), ring.wptr, sdma_);
           else pc = pm4::Pm4(gen_, std::span(ring.words, ring.dwords), ring.wptr);
           mark(start, part.queue, v, i, part.kind == RIG_KIND_WORDS ? "words" : "a fill");
           break;

@@ -154,6 +154,30 @@ TEST_CASE("a gfx942 device of several XCCs runs gfx9 packets and refuses a launc
   writes(d, out, 8);
 }
 
+TEST_CASE("a gfx942 device copies and fills past SDMA 4's 4 MiB count in several packets") {
+  auto& sim = simulator(sim::amd::Config::mi300x());
+  Opened d(sim);
+  const std::size_t bytes = (9u << 20) + 64;  // three chunks on SDMA 4, one on SDMA 6
+  Buffer src = Buffer::create(d, bytes), dst = Buffer::create(d, bytes), filled = Buffer::create(d, bytes);
+  src.write<std::uint32_t>([](std::span<std::uint32_t> x) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint32_t(i * 2654435761u);
+  });
+  const std::uint64_t before = sim.sdma_packets();
+  std::vector<Submission::Part> parts{{"", {}, Submission::Copy{{src, 0}, {dst, 0}, {Box::row(bytes)}, std::nullopt}},
+                                      {"", {}, Submission::Copy{{src, 0}, {filled, 0}, {Box::row(bytes)}, std::byte{0x3c}}}};
+  Run run;
+  submit(Submission::make(d, parts, 0, 0), run, {}, {}).wait();
+  CHECK(sim.faults().empty());
+  CHECK(sim.sdma_packets() - before >= 6);
+  auto same = src.read<std::uint32_t>([&](std::span<const std::uint32_t> a) {
+    return dst.read<std::uint32_t>([&](std::span<const std::uint32_t> b) { return std::equal(a.begin(), a.end(), b.begin()); });
+  });
+  CHECK(same);
+  CHECK(filled.read<std::uint8_t>([](std::span<const std::uint8_t> x) {
+    return std::all_of(x.begin(), x.end(), [](std::uint8_t b) { return b == 0x3c; });
+  }));
+}
+
 TEST_CASE("a code object for another processor is refused at load, naming both") {
   auto& sim = simulator(sim::amd::Config::mi250x());
   Opened d(sim);

@@ -383,6 +383,40 @@ TEST_CASE("SDMA COPY_LINEAR copies in chunks of at most 2^30 bytes") {
   CHECK(as<sim::SdmaCopy>(ps[3]).bytes == 5);
 }
 
+TEST_CASE("SDMA 4 (gfx9) copies and fills in chunks of at most 4 MiB, and its decoder refuses SDMA 6's larger counts") {
+  std::vector<std::uint32_t> ring(64);
+  sdma::Sdma s(ring, 0, sdma::Version::Sdma4);
+  const std::uint64_t bytes = 2 * (std::uint64_t(1) << 22) + 12;
+  CHECK(s.copy_linear(0x200000, 0x100000, bytes) == 3);
+  CHECK(s.fill(0x800000, 0xab, bytes) == 3);
+  // COPY_LINEAR: op 1 sub 0, count bytes - 1 (0x3FFFFF: vega10_sdma_pkt_open.h's 22 bits full).
+  CHECK((ring[0] == 0x00000001 && ring[1] == 0x003FFFFF));
+  std::vector<sim::Decoded<sim::SdmaPacket>> ps;
+  for (std::span<const std::uint32_t> w = std::span(ring).first(s.size()); !w.empty();) {
+    auto r = sim::decode_sdma(w, sim::SdmaVersion::Sdma4);
+    if (auto* bad = std::get_if<sim::Malformed>(&r)) FAIL(bad->why);
+    REQUIRE(std::holds_alternative<sim::Decoded<sim::SdmaPacket>>(r));
+    auto d = std::get<sim::Decoded<sim::SdmaPacket>>(r);
+    w = w.subspan(d.dwords);
+    ps.push_back(std::move(d));
+  }
+  REQUIRE(ps.size() == 6);
+  std::uint64_t copied = 0, filled = 0;
+  for (int i = 0; i < 3; ++i) copied += as<sim::SdmaCopy>(ps[i]).bytes, filled += as<sim::SdmaFill>(ps[3 + i]).bytes;
+  CHECK(copied == bytes);
+  CHECK(filled == bytes);
+  CHECK(as<sim::SdmaCopy>(ps[2]).bytes == 12);
+  // SDMA 6's chunk of 2^30 bytes is past SDMA 4's count.
+  std::vector<std::uint32_t> big(sdma::kCopyLinearSize);
+  sdma::Sdma(big).copy_linear(0x200000, 0x100000, sdma::kMaxChunk);
+  auto r = sim::decode_sdma(big, sim::SdmaVersion::Sdma4);
+  REQUIRE(std::holds_alternative<sim::Malformed>(r));
+  CHECK(std::get<sim::Malformed>(r).why == "SDMA COPY_LINEAR: count 0x3fffffff exceeds 22 bits");
+  CHECK(std::holds_alternative<sim::Decoded<sim::SdmaPacket>>(sim::decode_sdma(big)));
+  CHECK(sdma::max_chunk(sdma::Version::Sdma4) == 4u << 20);
+  CHECK(sdma::max_chunk(sdma::Version::Sdma6) == sdma::kMaxChunk);
+}
+
 TEST_CASE("SDMA FENCE, TRAP, POLL_REGMEM, TIMESTAMP, WRITE and CONSTANT_FILL decode as built") {
   std::vector<std::uint32_t> ring(64);
   sdma::Sdma s(ring);

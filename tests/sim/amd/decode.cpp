@@ -276,7 +276,8 @@ Malformed sdma_bad(const char* name, std::string what) { return {fmt::format("SD
 
 }  // namespace
 
-SdmaResult decode_sdma(std::span<const std::uint32_t> w) {
+SdmaResult decode_sdma(std::span<const std::uint32_t> w, SdmaVersion version) {
+  const unsigned count_bits = version == SdmaVersion::Sdma4 ? 22 : 30;
   if (w.empty()) return Incomplete{0};
   std::uint32_t h = w[0];
   std::uint32_t op = bits(h, 0, 8), sub = bits(h, 8, 8);
@@ -297,7 +298,8 @@ SdmaResult decode_sdma(std::span<const std::uint32_t> w) {
       if (sub != 0) return sdma_bad("COPY", fmt::format("sub-op {} is not LINEAR (0)", sub));
       if (bits(h, 16, 16)) return sdma_bad("COPY_LINEAR", fmt::format("extra bits in header {:#010x}", h));
       if (!have(7)) return Incomplete{7};
-      if (w[1] >> 30) return sdma_bad("COPY_LINEAR", fmt::format("count {:#x} exceeds 30 bits", w[1]));
+      if (w[1] >> count_bits)
+        return sdma_bad("COPY_LINEAR", fmt::format("count {:#x} exceeds {} bits", w[1], count_bits));
       if (w[2]) return sdma_bad("COPY_LINEAR", fmt::format("swap parameter {:#x} is not simulated", w[2]));
       return done(SdmaCopy{join(w[3], w[4]), join(w[5], w[6]), std::uint64_t(w[1]) + 1}, 7, "COPY_LINEAR");
     }
@@ -347,7 +349,8 @@ SdmaResult decode_sdma(std::span<const std::uint32_t> w) {
       if (size != 0 && size != 2) return sdma_bad("CONSTANT_FILL", fmt::format("fill size {} is not bytes or dwords", size));
       if (!have(5)) return Incomplete{5};
       std::uint64_t a = join(w[1], w[2]), n = std::uint64_t(w[4]) + 1;
-      if (w[4] >> 30) return sdma_bad("CONSTANT_FILL", fmt::format("count {:#x} exceeds 30 bits", w[4]));
+      if (w[4] >> count_bits)
+        return sdma_bad("CONSTANT_FILL", fmt::format("count {:#x} exceeds {} bits", w[4], count_bits));
       if (size == 2 && (a % 4 || n % 4))
         return sdma_bad("CONSTANT_FILL", fmt::format("a dword fill of {} bytes at {:#x}: not 4-aligned", n, a));
       if (size == 0 && w[3] >> 8) return sdma_bad("CONSTANT_FILL", fmt::format("a byte fill with data {:#x}", w[3]));

@@ -127,7 +127,10 @@ using SdmaResult = std::variant<Decoded<SdmaPacket>, Incomplete, Malformed>;
 
 enum class Pm4Dialect { Gfx9, Gfx10Plus };
 Pm4Result decode_pm4(std::span<const std::uint32_t> words, Pm4Dialect dialect = Pm4Dialect::Gfx10Plus);
-SdmaResult decode_sdma(std::span<const std::uint32_t> words);
+// SDMA 4 (gfx9: vega10_sdma_pkt_open.h) counts COPY_LINEAR's and CONSTANT_FILL's bytes in
+// 22 bits, SDMA 6 and 7 in 30.
+enum class SdmaVersion { Sdma4, Sdma6 };
+SdmaResult decode_sdma(std::span<const std::uint32_t> words, SdmaVersion version = SdmaVersion::Sdma6);
 
 // gfx90a and gfx942's COMPUTE_PGM_RSRC3 (LLVM's AMDGPUUsage, "compute_pgm_rsrc3 for GFX90A,
 // GFX942"): the first AccVGPR, 4 * (ACCUM_OFFSET + 1) from bits 0..5, and TG_SPLIT (bit 16);

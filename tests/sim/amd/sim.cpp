@@ -91,7 +91,7 @@ using File = std::variant<Node, Sysfs>;
 struct Simulator::Impl final : gfx11::Memory {
   Config config;
   std::string arch;
-  Pm4Dialect dialect;  // the command processor's PM4: gfx9's for gfx9 processors
+  Pm4Dialect dialect;  // the command processor's PM4: gfx9's for gfx9 processors (and SDMA 4)
   mutable std::mutex mutex;  // files, buffers, queues, events
   std::condition_variable events_moved;
   std::shared_mutex vm_mutex;  // the GPU page table
@@ -1011,7 +1011,7 @@ bool Queue::step_sdma(std::uint64_t wptr) {
   std::uint64_t available = std::min(end - at, until_end);
   std::vector<std::uint32_t> words(std::min<std::uint64_t>(available, 1u << 16));
   if (!read(ring + (at % dwords) * 4, words.data(), words.size() * 4, "the ring's read")) return false;
-  auto decoded = decode_sdma(words);
+  auto decoded = decode_sdma(words, sim.dialect == Pm4Dialect::Gfx9 ? SdmaVersion::Sdma4 : SdmaVersion::Sdma6);
   if (auto* inc = std::get_if<Incomplete>(&decoded)) {
     std::string why = available == until_end && end - at > until_end
                           ? fmt::format("an SDMA packet at dword {} straddles the ring's end", at)
