@@ -112,7 +112,7 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC1, rsrc12);
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC3, t.rsrc3);
   pc.set_sh_reg(pm4::reg::COMPUTE_TMPRING_SIZE, tmpring);
-  if (pm4::has_dispatch_scratch_base(gen_)) pc.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_base);
+  if (pm4::has_dispatch_scratch_base(gpu_.get("gfx_target_version"))) pc.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_base);
   pc.set_sh_reg(pm4::reg::COMPUTE_RESTART_X, zero3);
   const std::uint32_t user_at = pc.size() + 2;  // past the SET_SH_REG's header and register
   const auto user = user_sgprs(t, b);  // patched per launch

@@ -16,9 +16,10 @@
 // cache actions (TC_ACTION, TC_WB, TCL1, TC_MD) where gfx10+ has GCR_CNTL, its ACQUIRE_MEM
 // has one dword fewer and CP_COHER_CNTL actions in its first body dword (the kernel's
 // soc15d.h and gfx_v9_0.c: gfx_v9_0_emit_mem_sync, gfx_v9_0_ring_emit_fence), it has no
-// wave32 (no CS_W32_EN), no COMPUTE_DISPATCH_SCRATCH_BASE registers (a wave finds its
-// scratch through the private segment buffer and flat-scratch user SGPRs alone) and counts
-// COMPUTE_TMPRING_SIZE.WAVESIZE in 1 KiB units.
+// wave32 (no CS_W32_EN) and counts COMPUTE_TMPRING_SIZE.WAVESIZE in 1 KiB units. gfx942
+// has COMPUTE_DISPATCH_SCRATCH_BASE as gfx11 does ("architected flat scratch"); gfx90a has
+// not, and its waves find their scratch through the private segment buffer and
+// flat-scratch user SGPRs alone.
 #pragma once
 
 #include <algorithm>
@@ -136,8 +137,13 @@ constexpr std::uint32_t tmpring_wavesize_bits(Gen gen) { return gen == Gen::Gfx9
 // fit its field.
 std::uint32_t tmpring_size(Gen gen, std::uint32_t waves, std::uint64_t wave_bytes);
 
-// Whether the generation has COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI (gfx11+; gfx9 has none).
-constexpr bool has_dispatch_scratch_base(Gen gen) { return gen != Gen::Gfx9_4; }
+// Whether the processor of `gfx_target_version` has COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI: gfx11+
+// and gfx942 (90402), which LLVM's AMDGPUUsage gives architected flat scratch (no
+// flat_scratch_init: .amdhsa_reserve_flat_scratch is GFX7-GFX10 except GFX942) and tinygrad's
+// ops_amd.py programs the registers on (has_scratch_base_registers); not gfx90a (90010).
+constexpr bool has_dispatch_scratch_base(std::uint64_t gfx_target_version) {
+  return gfx_target_version >= 110000 || gfx_target_version == 90402;
+}
 
 // COMPUTE_PGM_RSRC3 of gfx90a and gfx942 (LLVM's AMDGPUUsage, "compute_pgm_rsrc3 for
 // GFX90A, GFX942"): ACCUM_OFFSET (bits 0..5) places the first AccVGPR at 4 * (value + 1),

@@ -239,8 +239,13 @@ TEST_CASE("COMPUTE_TMPRING_SIZE counts a wave's scratch in 1 KiB units on gfx9 a
   CHECK_THROWS_AS(pm4::tmpring_size(pm4::Gen::Gfx11, 1, 32768u * 256), std::invalid_argument);  // 15 bits
   CHECK_THROWS_WITH_AS(pm4::tmpring_size(pm4::Gen::Gfx11, 4096, 256), doctest::Contains("4096 waves"),
                        std::invalid_argument);
-  CHECK(!pm4::has_dispatch_scratch_base(pm4::Gen::Gfx9_4));
-  CHECK(pm4::has_dispatch_scratch_base(pm4::Gen::Gfx11));
+}
+
+TEST_CASE("gfx942 and gfx11+ have COMPUTE_DISPATCH_SCRATCH_BASE, and gfx90a has not") {
+  CHECK(!pm4::has_dispatch_scratch_base(90010));  // gfx90a
+  CHECK(pm4::has_dispatch_scratch_base(90402));   // gfx942: architected flat scratch
+  CHECK(pm4::has_dispatch_scratch_base(110000));
+  CHECK(pm4::has_dispatch_scratch_base(120001));
 }
 
 TEST_CASE("gfx90a's COMPUTE_PGM_RSRC3 places the AccVGPRs in 4-register granules and sets TG_SPLIT") {
