@@ -4,7 +4,7 @@
 
 namespace rig::amd::driver {
 
-CodeLimits code_limits(const Gpu& gpu, pm4::Gen) {
+CodeLimits code_limits(const Gpu& gpu) {
   // The processor's own (code_object.hpp); generation_of took only processors it knows.
   const ProcessorLimits processor = limits_of(gpu.arch).value_or(ProcessorLimits{});
   CodeLimits limits;

@@ -51,7 +51,7 @@ Result<void> Device::open() {
   if (!gen) return std::unexpected(gen.error());
   gen_ = *gen;
   sdma_ = sdma_of(gen_);
-  limits_ = code_limits(gpu_, gen_);
+  limits_ = code_limits(gpu_);
   xccs_ = gpu_.xccs();
   if (auto r = kfd_.open(std::uint32_t(gpu_.get("drm_render_minor", 128))); !r) return fail(r.error());
   // The timeline words of every device, so that queues write this one and wait on others.

@@ -210,7 +210,7 @@ struct CodeLimits {
   std::uint32_t wave_size = 32;
   std::uint32_t lds_bytes = 64 << 10;
 };
-CodeLimits code_limits(const Gpu& gpu, pm4::Gen gen);
+CodeLimits code_limits(const Gpu& gpu);
 
 class Device;
 struct Edge {
@@ -266,8 +266,10 @@ class Device final : public edge::Driver {
   void drop_block(Block& b);
   KfdResult<Block> map_user(std::uint64_t host, std::uint64_t bytes);
 
-  // ---- queue.cpp: the hand-over.
-  void reclaim();
+  // ---- queue.cpp: the hand-over. The functions a lone launch's room and submit call are
+  // inline, defined in queue.cpp and called there only, so that they inline into room and
+  // submit as they did when the driver was one file.
+  inline void reclaim();
   Plan plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) const;
   // Whether the device runs part i, p; where not, writes the reason into why (RIG_WHY bytes).
   bool runs(const rig_part& p, std::uint32_t i, char* why) const;
@@ -280,12 +282,12 @@ class Device final : public edge::Driver {
                                      const char** failure);
   // A value that is one launch of a geometry built before, waiting for nothing: its
   // template, else null.
-  const LaunchTemplate* lone_launch(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
-  void submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v, bool timed);
+  inline const LaunchTemplate* lone_launch(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
+  inline void submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v, bool timed);
   // Whether a lone launch of t fits the queues as last reclaimed.
-  bool lone_fits(const LaunchTemplate& t) const;
+  inline bool lone_fits(const LaunchTemplate& t) const;
   // Whether a submission planned as p fits the queues as last reclaimed.
-  bool fits(const Plan& p) const;
+  inline bool fits(const Plan& p) const;
   // Where kernel-argument position `pos` lies in their area (a power of two, as the opener
   // checks).
   std::uint64_t kernarg_offset(std::uint64_t pos) const { return pos & (kernargs_.bytes - 1); }
@@ -298,15 +300,15 @@ class Device final : public edge::Driver {
   // Where value v's (start, end) GPU clocks go: its slot of the control page's stamps.
   std::uint64_t stamps_of(std::uint64_t v) const { return control_.address + kStamps + (v % kFlights) * 16; }
   // Records whether value v is timed; a timed value's slot is zeroed for its work to write.
-  void time_value(std::uint64_t v, bool timed);
+  inline void time_value(std::uint64_t v, bool timed);
   // Places a launch's kernel arguments: returns their address.
-  std::uint64_t place_kernargs(const LaunchTemplate& t, const rig_launch& l);
+  inline std::uint64_t place_kernargs(const LaunchTemplate& t, const rig_launch& l);
   // Writes the per-launch user SGPRs of launches whose USER_DATA_0 value lies at ring
   // position `user`.
-  void patch_user(const BuiltLaunch& b, std::uint64_t user, std::uint64_t kernargs, std::uint64_t v);
+  inline void patch_user(const BuiltLaunch& b, std::uint64_t user, std::uint64_t kernargs, std::uint64_t v);
   void place_words(Ring& ring, std::span<const std::uint32_t> words, bool sdma);
-  void mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what);
-  void ring_doorbell(Ring& r);
+  inline void mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what);
+  inline void ring_doorbell(Ring& r);
   int failed(const char** failure, std::string why);
   std::uint64_t gpu_to_host(std::uint64_t ticks);
   void correlate();
