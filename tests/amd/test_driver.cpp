@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
+#include "decode.hpp"
 #include "fake_driver.hpp"
 #include "kfd.hpp"
 #include "pm4.hpp"
@@ -176,6 +178,88 @@ TEST_CASE("a gfx942 device copies and fills past SDMA 4's 4 MiB count in several
   CHECK(filled.read<std::uint8_t>([](std::span<const std::uint8_t> x) {
     return std::all_of(x.begin(), x.end(), [](std::uint8_t b) { return b == 0x3c; });
   }));
+}
+
+namespace {
+
+// The PM4 a launch of vector_add writes on GPU `config` (one XCC), read back from the ring in
+// gfx9's dialect: the driver is made directly, so that ring_of can show its ring.
+std::vector<sim::amd::Decoded<sim::amd::Pm4Packet>> gfx9_launch_packets(sim::amd::Config config, const char* arch) {
+  auto& sim = simulator(std::move(config));
+  alignas(4096) static volatile std::uint64_t words[512] = {};  // a page of its own, a word per call
+  static int calls = 0;
+  auto made = rig::amd::opener(0, sim).make(&words[8 * calls++]);
+  REQUIRE_MESSAGE(made, made.error());
+  edge::Driver& driver = **made;
+  auto co = file_bytes(fmt::format("{}/amd_kernels_{}.co", RIG_AMD_KERNEL_DIR, arch));
+  auto code = driver.image(co);
+  REQUIRE_MESSAGE(code, code.error());
+  auto& place = std::get<edge::Place>(*code);
+  auto region = driver.alloc(Memory::Device, place.bytes);
+  REQUIRE(region);
+  auto [image, bytes] = place.place(*region);
+  std::memcpy(reinterpret_cast<void*>(*driver.locate(*region).host), bytes.data(), bytes.size());
+  auto entry = driver.entry(image, "vector_add");
+  REQUIRE(std::holds_alternative<edge::Entry>(entry));
+  const auto& e = std::get<edge::Entry>(entry);
+  std::array<std::byte, 28> params{};
+  rig_part part{};
+  part.queue = 0;
+  part.kind = RIG_KIND_LAUNCH;
+  part.work.launch = {e.code, e.launch, {2, 1, 1}, {64, 1, 1}, 0, 28, params.data(), nullptr, 0};
+  void* edge = driver.facts().edge;
+  const auto* table = *static_cast<const rig_driver* const*>(edge);
+  char why[RIG_WHY] = "";
+  const auto before = rig::amd::ring_of(driver, 0);
+  REQUIRE(before);
+  REQUIRE_MESSAGE(table->room(edge, &part, 1, 0, why) == RIG_FITS, why);
+  const char* failure = nullptr;
+  REQUIRE(table->submit(edge, &part, 1, nullptr, 0, 1, nullptr, &failure) == RIG_COMMITTED);
+  const auto after = rig::amd::ring_of(driver, 0);
+  std::vector<std::uint32_t> wrote;
+  for (std::uint64_t i = before->written; i < after->written; ++i) wrote.push_back(after->words[i % after->dwords]);
+  driver.stop("the test is done");
+  driver.free(*region);
+  std::vector<sim::amd::Decoded<sim::amd::Pm4Packet>> out;
+  for (std::span<const std::uint32_t> w = wrote; !w.empty();) {
+    auto r = sim::amd::decode_pm4(w, sim::amd::Pm4Dialect::Gfx9);
+    if (auto* bad = std::get_if<sim::amd::Malformed>(&r)) FAIL(bad->why);
+    REQUIRE(std::holds_alternative<sim::amd::Decoded<sim::amd::Pm4Packet>>(r));
+    out.push_back(std::get<sim::amd::Decoded<sim::amd::Pm4Packet>>(r));
+    w = w.subspan(out.back().dwords);
+  }
+  return out;
+}
+
+// Whether `packets` set SH register `reg`; the DISPATCH_DIRECT among them.
+bool sets(const std::vector<sim::amd::Decoded<sim::amd::Pm4Packet>>& packets, std::uint32_t reg) {
+  for (const auto& p : packets)
+    if (const auto* s = std::get_if<sim::amd::SetShReg>(&p.packet); s && reg >= s->first && reg < s->first + s->values.size())
+      return true;
+  return false;
+}
+const sim::amd::DispatchDirect* dispatch(const std::vector<sim::amd::Decoded<sim::amd::Pm4Packet>>& packets) {
+  for (const auto& p : packets)
+    if (const auto* d = std::get_if<sim::amd::DispatchDirect>(&p.packet)) return d;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("a gfx9 launch is a wave64 dispatch, with the scratch base register on gfx942 and without it on gfx90a") {
+  auto gfx90a = gfx9_launch_packets(sim::amd::Config::mi250x(), "gfx90a");
+  // gfx942 with one XCC, as a partition of one XCC (CPX mode) lists it.
+  auto gfx942 = gfx9_launch_packets({.arch = "gfx942", .compute_units = 38, .xccs = 1}, "gfx942");
+  for (const auto* packets : {&gfx90a, &gfx942}) {
+    const auto* d = dispatch(*packets);
+    REQUIRE(d);
+    CHECK(!d->wave32);
+    CHECK((d->x == 2 && d->y == 1 && d->z == 1));
+    CHECK(sets(*packets, pm4::reg::COMPUTE_PGM_RSRC3));
+    CHECK(sets(*packets, pm4::reg::COMPUTE_TMPRING_SIZE));
+  }
+  CHECK(!sets(gfx90a, pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO));
+  CHECK(sets(gfx942, pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO));
 }
 
 TEST_CASE("a code object for another processor is refused at load, naming both") {
