@@ -24,7 +24,9 @@
 //   (WAIT_REG_MEM64 >= value); rig_words is mapped for the GPU when the device opens.
 // - Code: code objects (HSA ELF shared objects) for the device's processor, placed in the
 //   device's memory (edge::Place); a function's code value is its kernel descriptor's
-//   address. Launches pass parameters as the kernel's explicit arguments and fill its hidden
+//   address. A code object for another processor, or with a kernel the processor cannot run
+//   (wave32 on gfx9, wave64 on gfx10+, LDS or scratch past its limits), is an Error at load
+//   naming the reason and the kernel. Launches pass parameters as the kernel's explicit arguments and fill its hidden
 //   ones (block counts, group sizes, grid dims, dynamic LDS size; others zero).
 // - Hangs: hang_ms from Options (default 10 s). Faults: a GPU page fault or a hardware
 //   exception that KFD reports loses the device, naming the address and the queue's packet.
