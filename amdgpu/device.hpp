@@ -375,6 +375,7 @@ class Device final : public edge::Driver {
   // interrupt that wakes sleepers) and a timestamp's store (its slot patched).
   std::array<std::uint32_t, kFlushDwords + kAcquireDwords> head_{};  // gfx10+'s size; gfx9's is a dword less
   std::uint32_t head_dwords_ = 0;
+  std::uint64_t value_dwords_ = 0;  // kValueDwords with the generation's ACQUIRE_MEM
   std::span<const std::uint32_t> head() const { return std::span(head_).first(head_dwords_); }
   std::array<std::uint32_t, 2 * kReleaseDwords> tail_{};
   std::array<std::uint32_t, kReleaseDwords> stamp_{};
@@ -399,8 +400,8 @@ class Device final : public edge::Driver {
 // most), RESOURCE_LIMITS, START/NUM_THREAD, DISPATCH_DIRECT, CS_PARTIAL_FLUSH.
 constexpr std::uint64_t kLaunchDwords = 4 + 4 + 3 + 3 + 4 + 5 + 18 + 3 + 8 + 5 + 2;
 // A value's own packets on the compute queue: the waits' share aside, the barrier, the
-// sequence signal, the word, the interrupt and two stamps (with gfx10+'s ACQUIRE_MEM, a
-// dword more than gfx9's: room's plan may count one dword too many there).
+// sequence signal, the word, the interrupt and two stamps, with gfx10+'s ACQUIRE_MEM (a
+// device's own, value_dwords_, has its generation's).
 constexpr std::uint64_t kValueDwords = kFlushDwords + kAcquireDwords + 5 * kReleaseDwords + kWait32Dwords;
 
 }  // namespace rig::amd::driver

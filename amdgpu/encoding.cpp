@@ -159,6 +159,7 @@ void Device::build_value_packets() {
   head.cs_partial_flush();
   head.acquire_mem();
   head_dwords_ = head.size();
+  value_dwords_ = kValueDwords - kAcquireDwords + (1 + pm4::acquire_mem_body(gen_));
   pm4::Pm4 tail(gen_, tail_);
   tail.release_mem({reinterpret_cast<std::uint64_t>(word_), 0, pm4::DataSel::Data64, pm4::IntSel::None, 0, true});
   tail.release_mem({mailbox_, signal_event_, pm4::DataSel::Low32, pm4::IntSel::InterruptAfterWriteConfirm,

@@ -60,7 +60,7 @@ bool Device::runs(const rig_part& p, std::uint32_t i, char* why) const {
 
 Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) const {
   Plan p;
-  p.compute = kValueDwords + waits * kWait64Dwords;
+  p.compute = value_dwords_ + waits * kWait64Dwords;
   std::uint64_t copy_at = copy_.wptr;  // SDMA padding depends on where packets land
   std::uint64_t largest = 0;  // the largest SDMA block: the most padding the ring's end costs
   auto copy_packet = [&](std::uint64_t dwords) {
@@ -191,7 +191,7 @@ void Device::submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint
 
 bool Device::lone_fits(const LaunchTemplate& t) const {
   Plan p;  // what plan() would find, without its walk
-  p.compute = kValueDwords + kLaunchDwords;
+  p.compute = value_dwords_ + kLaunchDwords;
   p.kernargs = kernarg_cost(kernarg_pos_, t.built.kernargs.size());
   return fits(p);
 }
