@@ -7,6 +7,7 @@
 
 #include <rig/os.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <expected>
 #include <map>
@@ -26,6 +27,15 @@ struct Gpu {
   std::uint64_t cache_bytes = 0;    // the largest cache's size, 0 if none is listed
   std::string arch;                 // "gfx1100", from gfx_target_version
 
+  // The compute units: simd_count / simd_per_cu, as kfd_topology.c derives simd_count from
+  // the CU count (kfd_crat.c: num_simd_cores = simd_per_cu * CUs); 0 if either is missing.
+  std::uint64_t compute_units() const {
+    const std::uint64_t per_cu = get("simd_per_cu");
+    return per_cu ? get("simd_count") / per_cu : 0;
+  }
+  // The compute dies (XCCs) whose command processors read the device's queues: num_xcc
+  // (kfd_topology.c: NUM_XCC of the node's xcc_mask), 1 where the node does not list it.
+  std::uint32_t xccs() const { return std::uint32_t(std::max<std::uint64_t>(get("num_xcc", 1), 1)); }
   // A property, or `otherwise` when the node does not list it.
   std::uint64_t get(const std::string& key, std::uint64_t otherwise = 0) const {
     auto it = properties.find(key);

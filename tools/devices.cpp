@@ -1,5 +1,6 @@
 // `rig devices`: the devices this machine can open, with their facts, and the GPUs on its PCI
 // bus, with why rig can or cannot open each.
+#include <rig/amd_abi.hpp>
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
@@ -25,6 +26,14 @@ std::string_view kind_name(Kind k) {
     case Kind::Launch: return "Launch";
   }
   return "?";
+}
+
+// An AMD device's compute: its compute units, XCCs and wave size (rig/amd_abi.hpp); null for
+// other devices.
+nlohmann::json amd_compute(const Device& d) {
+  const auto* abi = d.capability(amd::kAbi);
+  if (!abi) return nullptr;
+  return {{"compute_units", abi->compute_units}, {"xccs", abi->xccs}, {"wave_size", abi->wave_size}};
 }
 
 nlohmann::json describe(const Device& d) {
@@ -53,6 +62,7 @@ nlohmann::json describe(const Device& d) {
       {"cache_bytes", f.cache_bytes ? nlohmann::json(*f.cache_bytes) : nlohmann::json()},
       {"counters", counters},
       {"bus", f.bus ? nlohmann::json(*f.bus) : nlohmann::json()},
+      {"amd", amd_compute(d)},
   };
 }
 
@@ -147,6 +157,9 @@ int devices(const DevicesOptions& options) {
                double(f.budget) / double(1u << 30),
                f.cache_bytes ? fmt::format("{} KiB", *f.cache_bytes / 1024) : std::string("unknown"),
                fmt::join(queues, "; "));
+    if (const auto* abi = d.capability(amd::kAbi))
+      fmt::print("  compute: {} compute units on {} XCC{}, wave{}\n", abi->compute_units, abi->xccs,
+                 abi->xccs == 1 ? "" : "s", abi->wave_size);
   }
   print_pci(scan, reach);
   return 0;

@@ -40,13 +40,20 @@ std::optional<int> index_after(std::string_view name, std::string_view prefix) {
 
 #if RIG_DRIVER_AMD
 // The seam AMD GPUs are reached through: the system's, or with RIG_SIM=amd a simulated
-// gfx1100, the same one for every command of the tool.
+// gfx1100 (RIG_SIM=amd:mi300x, amd:mi300a or amd:mi250x: that part's gfx942 or gfx90a), the
+// same one for every command of the tool.
 sim::amd::Simulator* amd_simulator() {
-  if (const char* s = std::getenv("RIG_SIM"); s && std::string_view(s) == "amd") {
-    static auto* simulated = new sim::amd::Simulator();  // outlives the devices
-    return simulated;
-  }
-  return nullptr;
+  const char* s = std::getenv("RIG_SIM");
+  if (!s) return nullptr;
+  const std::string_view which = s;
+  std::optional<sim::amd::Config> config;
+  if (which == "amd") config = sim::amd::Config{};
+  else if (which == "amd:mi300x") config = sim::amd::Config::mi300x();
+  else if (which == "amd:mi300a") config = sim::amd::Config::mi300a();
+  else if (which == "amd:mi250x") config = sim::amd::Config::mi250x();
+  if (!config) return nullptr;
+  static auto* simulated = new sim::amd::Simulator(*config);  // outlives the devices
+  return simulated;
 }
 os::Seam& amd_seam() {
   if (auto* simulated = amd_simulator()) return *simulated;

@@ -200,6 +200,42 @@ std::string processor_of(std::string_view target) {
   return std::string(dash == std::string_view::npos ? p : p.substr(dash + 1));
 }
 
+std::string_view processor_of_mach(std::uint32_t mach) {
+  switch (mach) {
+    case kMachGfx90a: return "gfx90a";
+    case kMachGfx942: return "gfx942";
+    case kMachGfx1100: return "gfx1100";
+    case kMachGfx1201: return "gfx1201";
+  }
+  return {};
+}
+
+std::optional<ProcessorLimits> limits_of(std::string_view p) {
+  if (p == "gfx90a" || p == "gfx942") return ProcessorLimits{64, 64 << 10, 8191 * 1024 / 64};
+  if (p.starts_with("gfx11") || p.starts_with("gfx12")) return ProcessorLimits{32, 64 << 10, 32767 * 256 / 32};
+  return std::nullopt;
+}
+
+std::expected<void, std::string> check_for(const CodeObject& object, std::string_view processor) {
+  if (object.arch != processor)
+    return Fail(fmt::format("a code object for {}, not {}", object.arch.empty() ? object.target : object.arch, processor));
+  const auto limits = limits_of(processor);
+  if (!limits) return Fail(fmt::format("no kernel limits are known for {}", processor));
+  const bool gfx9 = limits->wave_size == 64;
+  for (const auto& k : object.kernels) {
+    if (k.descriptor.wave32() != !gfx9)
+      return Fail(fmt::format("kernel {} is wave{}, and {} runs wave{} kernels only", k.name, k.descriptor.wave32() ? 32 : 64,
+                              processor, limits->wave_size));
+    if (k.group_segment_fixed_size > limits->lds_bytes)
+      return Fail(fmt::format("kernel {} uses {} bytes of group-shared memory, over {}'s {} per group", k.name,
+                              k.group_segment_fixed_size, processor, limits->lds_bytes));
+    if (k.private_segment_fixed_size > limits->private_bytes)
+      return Fail(fmt::format("kernel {} uses {} bytes of private memory per lane, over {}'s {}", k.name,
+                              k.private_segment_fixed_size, processor, limits->private_bytes));
+  }
+  return {};
+}
+
 std::expected<CodeObject, std::string> read_code_object(std::span<const std::byte> bytes) {
   llvm::StringRef data(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   auto created = Elf::create(data);
@@ -212,6 +248,9 @@ std::expected<CodeObject, std::string> read_code_object(std::span<const std::byt
     return Fail(fmt::format("not a shared object (e_type {}): link it with ld.lld -shared", unsigned(eh.e_type)));
 
   CodeObject out;
+  out.mach = eh.e_flags & kMachMask;
+  out.xnack = Feature((eh.e_flags >> kXnackShift) & 3);
+  out.sramecc = Feature((eh.e_flags >> kSrameccShift) & 3);
   auto phdrs = elf.program_headers();
   if (!phdrs) return Fail("bad program headers: " + text(phdrs.takeError()));
   for (auto& ph : *phdrs) {
@@ -254,6 +293,9 @@ std::expected<CodeObject, std::string> read_code_object(std::span<const std::byt
   if (!kernels) return Fail(kernels.error());
   out.kernels = std::move(*kernels);
   out.arch = processor_of(out.target);
+  if (auto named = processor_of_mach(out.mach); !named.empty() && named != out.arch)
+    return Fail(fmt::format("the ELF header names {} (EF_AMDGPU_MACH {:#x}) but the metadata's target is {}", named,
+                            out.mach, out.target));
 
   // Symbols: the descriptors (NAME.kd) from .symtab, else .dynsym.
   const Elf::Elf_Shdr* symtab = nullptr;

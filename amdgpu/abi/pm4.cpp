@@ -28,10 +28,24 @@ void Pm4::no_room(std::uint32_t dwords) const {
                                       dwords, written_, out_.size()));
 }
 
-void Pm4::no_gfx9(const char* packet) const {
-  if (gen_ == Gen::Gfx9_4)
-    throw std::invalid_argument(
-        fmt::format("PM4 {} for gfx9.4 (CP_COHER_CNTL cache actions) is not built yet", packet));
+std::uint32_t tmpring_size(Gen gen, std::uint32_t waves, std::uint64_t wave_bytes) {
+  const std::uint32_t granule = tmpring_granule(gen);
+  const std::uint64_t units = wave_bytes / granule;
+  if (waves > kTmpringWavesMax)
+    throw std::invalid_argument(fmt::format("COMPUTE_TMPRING_SIZE: {} waves, over the field's {}", waves,
+                                            kTmpringWavesMax));
+  if (wave_bytes % granule || units >> tmpring_wavesize_bits(gen))
+    throw std::invalid_argument(fmt::format(
+        "COMPUTE_TMPRING_SIZE: {} bytes per wave is not a multiple of {} bytes below {} of them on {}", wave_bytes,
+        granule, 1u << tmpring_wavesize_bits(gen), gen == Gen::Gfx9_4 ? "gfx9" : "gfx11+"));
+  return waves | std::uint32_t(units) << 12;
+}
+
+std::uint32_t rsrc3_gfx90a(std::uint32_t accum_offset, bool tg_split) {
+  if (accum_offset < 4 || accum_offset > 256 || accum_offset % 4)
+    throw std::invalid_argument(fmt::format(
+        "COMPUTE_PGM_RSRC3: an AccVGPR offset of {} is not a multiple of 4 in 4 ..= 256", accum_offset));
+  return (accum_offset / 4 - 1) | (tg_split ? kRsrc3TgSplit : 0);
 }
 
 void Pm4::nop(std::uint32_t dwords) {
@@ -69,11 +83,12 @@ void Pm4::dispatch_direct(std::uint32_t x, std::uint32_t y, std::uint32_t z, boo
 }
 
 void Pm4::release_mem(const Release& r) {
-  no_gfx9("RELEASE_MEM");
   if (r.data_sel == DataSel::Low32) aligned(r.address, 4, "RELEASE_MEM");
   if (r.data_sel == DataSel::Data64 || r.data_sel == DataSel::GpuClock) aligned(r.address, 8, "RELEASE_MEM");
-  std::uint32_t gcr = 0;
-  if (r.write_back) {
+  std::uint32_t gcr = 0;  // gfx9's cache actions, gfx10+'s GCR_CNTL: the same bits of the ordinal
+  if (r.write_back && gen_ == Gen::Gfx9_4) {
+    gcr = kEopTcWbActionEn | kEopTcl1ActionEn | kEopTcActionEn | kEopTcMdActionEn;
+  } else if (r.write_back) {
     gcr = kReleaseGlvInv | kReleaseGl2Inv | kReleaseGl2Wb | kReleaseGcrSeq;
     if (gen_ == Gen::Gfx11) gcr |= kReleaseGl1Inv | kReleaseGlmWb | kReleaseGlmInv;
   }
@@ -90,7 +105,19 @@ void Pm4::release_mem(const Release& r) {
 }
 
 void Pm4::acquire_mem() {
-  no_gfx9("ACQUIRE_MEM");
+  if (gen_ == Gen::Gfx9_4) {
+    need(1 + kAcquireMemBodyGfx9);
+    const std::uint32_t p[1 + kAcquireMemBodyGfx9] = {
+        header(kAcquireMem, kAcquireMemBodyGfx9),
+        kCoherShIcacheActionEna | kCoherShKcacheActionEna | kCoherTcActionEna | kCoherTcl1ActionEna |
+            kCoherTcWbActionEna,
+        0xffffffff,        // coher_size: all memory
+        kCoherSizeHiGfx9,  // coher_size_hi (24 bits)
+        0, 0,              // coher_base
+        10};               // poll_interval
+    emit(p);
+    return;
+  }
   std::uint32_t gcr = kAcquireGliInv | kAcquireGlkWb | kAcquireGlkInv | kAcquireGlvInv |
                       kAcquireGl2Inv | kAcquireGl2Wb;
   if (gen_ == Gen::Gfx11) gcr |= kAcquireGlmWb | kAcquireGlmInv | kAcquireGl1Inv;

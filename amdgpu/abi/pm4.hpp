@@ -11,10 +11,15 @@
 // register offsets are Mesa's sid.h byte addresses (R_00B8xx_COMPUTE_*) divided by four.
 //
 // Generations: gfx11 (RDNA3) is built and tested; gfx12 (RDNA4) shares every layout used
-// here and differs only in the cache-control bits (gfx12 has no GL1 or GLM caches). gfx9.4
-// (gfx942, CDNA3) takes CP_COHER_CNTL cache actions instead of GCR_CNTL and has no wave32:
-// its place is Gen::Gfx9_4, which every cache-touching packet refuses for now with
-// std::invalid_argument ("not built yet").
+// here and differs only in the cache-control bits (gfx12 has no GL1 or GLM caches).
+// Gen::Gfx9_4 is gfx9 as CDNA2 and CDNA3 have it (gfx90a, gfx942): its RELEASE_MEM names
+// cache actions (TC_ACTION, TC_WB, TCL1, TC_MD) where gfx10+ has GCR_CNTL, its ACQUIRE_MEM
+// has one dword fewer and CP_COHER_CNTL actions in its first body dword (the kernel's
+// soc15d.h and gfx_v9_0.c: gfx_v9_0_emit_mem_sync, gfx_v9_0_ring_emit_fence), it has no
+// wave32 (no CS_W32_EN) and counts COMPUTE_TMPRING_SIZE.WAVESIZE in 1 KiB units. gfx942
+// has COMPUTE_DISPATCH_SCRATCH_BASE as gfx11 does ("architected flat scratch"); gfx90a has
+// not, and its waves find their scratch through the private segment buffer and
+// flat-scratch user SGPRs alone.
 #pragma once
 
 #include <algorithm>
@@ -90,6 +95,24 @@ constexpr std::uint32_t kReleaseGl2Inv = 1u << 20;
 constexpr std::uint32_t kReleaseGl2Wb = 1u << 21;
 constexpr std::uint32_t kReleaseGcrSeq = 1u << 22;
 
+// RELEASE_MEM cache actions of gfx9 (soc15d.h EOP_*_ACTION_EN, in the ordinal's bits
+// 12..21 where gfx10+ has GCR_CNTL): write back L2, invalidate the vector L1, invalidate
+// L2, and L2's metadata.
+constexpr std::uint32_t kEopTcWbActionEn = 1u << 15;
+constexpr std::uint32_t kEopTcl1ActionEn = 1u << 16;
+constexpr std::uint32_t kEopTcActionEn = 1u << 17;
+constexpr std::uint32_t kEopTcMdActionEn = 1u << 21;
+
+// ACQUIRE_MEM CP_COHER_CNTL actions of gfx9 (soc15d.h PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_*,
+// the first body dword).
+constexpr std::uint32_t kCoherTcWbActionEna = 1u << 18;
+constexpr std::uint32_t kCoherTcl1ActionEna = 1u << 22;
+constexpr std::uint32_t kCoherTcActionEna = 1u << 23;
+constexpr std::uint32_t kCoherShKcacheActionEna = 1u << 27;
+constexpr std::uint32_t kCoherShIcacheActionEna = 1u << 29;
+// gfx9's COHER_SIZE_HI has 24 bits (soc15d.h PACKET3_ACQUIRE_MEM__COHER_SIZE_HI_VG10).
+constexpr std::uint32_t kCoherSizeHiGfx9 = 0xffffff;
+
 // ACQUIRE_MEM GCR_CNTL bits (nvd.h PACKET3_ACQUIRE_MEM_GCR_CNTL_*).
 constexpr std::uint32_t kAcquireGliInv = 1u << 0;
 constexpr std::uint32_t kAcquireGlmWb = 1u << 4;
@@ -100,6 +123,37 @@ constexpr std::uint32_t kAcquireGlvInv = 1u << 8;
 constexpr std::uint32_t kAcquireGl1Inv = 1u << 9;
 constexpr std::uint32_t kAcquireGl2Inv = 1u << 14;
 constexpr std::uint32_t kAcquireGl2Wb = 1u << 15;
+
+// COMPUTE_TMPRING_SIZE: WAVES (bits 0..11) waves of scratch at most, WAVESIZE (from bit 12)
+// the bytes of each wave's scratch, in units of 1 KiB on gfx9 (13 bits: gc_9_0_sh_mask.h
+// COMPUTE_TMPRING_SIZE__WAVESIZE_MASK 0x01FFF000) and of 256 bytes on gfx11+ (15 bits:
+// gc_11_0_0_sh_mask.h 0x07FFF000); LLVM's scratch tests (SPI_TMPRING_SIZE.WAVESIZE 5 on
+// gfx10, 17 on gfx11 for one frame) and ROCr's MAX_WAVE_SCRATCH say the same units.
+constexpr std::uint32_t kTmpringWavesMax = 0xfff;
+constexpr std::uint32_t tmpring_granule(Gen gen) { return gen == Gen::Gfx9_4 ? 1024 : 256; }
+constexpr std::uint32_t tmpring_wavesize_bits(Gen gen) { return gen == Gen::Gfx9_4 ? 13 : 15; }
+// The register's value for `waves` waves of `wave_bytes` bytes each. invalid_argument when
+// waves exceeds 4095 or wave_bytes is not a multiple of the generation's unit or does not
+// fit its field.
+std::uint32_t tmpring_size(Gen gen, std::uint32_t waves, std::uint64_t wave_bytes);
+
+// Whether the processor of `gfx_target_version` has COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI: gfx11+
+// and gfx942 (90402), which LLVM's AMDGPUUsage gives architected flat scratch (no
+// flat_scratch_init: .amdhsa_reserve_flat_scratch is GFX7-GFX10 except GFX942) and tinygrad's
+// ops_amd.py programs the registers on (has_scratch_base_registers); not gfx90a (90010).
+constexpr bool has_dispatch_scratch_base(std::uint64_t gfx_target_version) {
+  return gfx_target_version >= 110000 || gfx_target_version == 90402;
+}
+
+// COMPUTE_PGM_RSRC3 of gfx90a and gfx942 (LLVM's AMDGPUUsage, "compute_pgm_rsrc3 for
+// GFX90A, GFX942"): ACCUM_OFFSET (bits 0..5) places the first AccVGPR at 4 * (value + 1),
+// TG_SPLIT (bit 16) lets a group's waves run on different CUs; the other bits are reserved.
+constexpr std::uint32_t kRsrc3AccumOffsetMask = 0x3f;
+constexpr std::uint32_t kRsrc3TgSplit = 1u << 16;
+constexpr std::uint32_t kRsrc3Gfx90aKnown = kRsrc3AccumOffsetMask | kRsrc3TgSplit;
+// RSRC3 for AccVGPRs from register `accum_offset` (4 ..= 256, a multiple of 4; otherwise
+// invalid_argument) and the TG_SPLIT mode.
+std::uint32_t rsrc3_gfx90a(std::uint32_t accum_offset, bool tg_split);
 
 // RELEASE_MEM data_sel, int_sel, dst_sel (PM4_MEC_RELEASE_MEM enums).
 enum class DataSel : std::uint32_t { None = 0, Low32 = 1, Data64 = 2, GpuClock = 3 };
@@ -117,7 +171,9 @@ constexpr std::uint32_t kWriteDstMemory = 5;  // WRITE_DATA dst_sel memory
 
 // Bodies of the fixed-size packets, in dwords after the header.
 constexpr std::uint32_t kReleaseMemBody = 7;
-constexpr std::uint32_t kAcquireMemBody = 7;
+constexpr std::uint32_t kAcquireMemBody = 7;       // gfx10+: a reserved dword first, GCR_CNTL last
+constexpr std::uint32_t kAcquireMemBodyGfx9 = 6;   // soc15d.h: COHER_CNTL, size, size_hi, base, base_hi, poll
+constexpr std::uint32_t acquire_mem_body(Gen gen) { return gen == Gen::Gfx9_4 ? kAcquireMemBodyGfx9 : kAcquireMemBody; }
 constexpr std::uint32_t kWaitRegMemBody = 6;
 constexpr std::uint32_t kWaitRegMem64Body = 8;
 constexpr std::uint32_t kCopyDataBody = 5;
@@ -167,10 +223,13 @@ class Pm4 {
   // (invalid_argument on gfx9.4, which has no wave32).
   void dispatch_direct(std::uint32_t x, std::uint32_t y, std::uint32_t z, bool wave32);
   // RELEASE_MEM at end of pipe (event CACHE_FLUSH_AND_INV_TS_EVENT). The address must be
-  // 4-aligned for Low32 and 8-aligned for Data64 and GpuClock (invalid_argument).
+  // 4-aligned for Low32 and 8-aligned for Data64 and GpuClock (invalid_argument). With
+  // write_back, gfx9 names the actions TC_WB, TCL1, TC and TC_MD; gfx11/12 GCR_CNTL's.
   void release_mem(const Release& release);
   // ACQUIRE_MEM over all memory: invalidates the instruction, scalar and vector caches and
-  // writes back/invalidates L2 before later work reads memory.
+  // writes back/invalidates L2 before later work reads memory. On gfx9 it is
+  // 1 + kAcquireMemBodyGfx9 dwords with CP_COHER_CNTL SH_ICACHE, SH_KCACHE, TC, TCL1 and
+  // TC_WB; on gfx11/12 1 + kAcquireMemBody with GCR_CNTL.
   void acquire_mem();
   // EVENT_WRITE of CS_PARTIAL_FLUSH: later work starts once earlier dispatches completed.
   void cs_partial_flush();
@@ -216,7 +275,6 @@ class Pm4 {
     if (at_ >= end) at_ -= end;
     written_ += std::uint32_t(words.size());
   }
-  void no_gfx9(const char* packet) const;
 
   Gen gen_;
   std::span<std::uint32_t> out_;

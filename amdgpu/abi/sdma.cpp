@@ -20,7 +20,8 @@ void aligned(std::uint64_t address, std::uint64_t to, const char* packet) {
 
 }  // namespace
 
-Sdma::Sdma(std::span<std::uint32_t> ring, std::uint64_t start) : ring_(ring), start_(start) {
+Sdma::Sdma(std::span<std::uint32_t> ring, std::uint64_t start, Version version)
+    : ring_(ring), start_(start), chunk_(max_chunk(version)) {
   if (ring.empty()) throw std::invalid_argument("SDMA: no ring to write into");
   at_ = start % ring.size();
 }
@@ -44,8 +45,8 @@ void Sdma::begin(std::uint32_t dwords) {
 std::uint32_t Sdma::copy_linear(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
   if (bytes == 0) throw std::invalid_argument("SDMA COPY_LINEAR of 0 bytes");
   std::uint32_t packets = 0;
-  for (std::uint64_t done = 0; done < bytes; done += kMaxChunk, ++packets) {
-    std::uint64_t n = std::min(kMaxChunk, bytes - done);
+  for (std::uint64_t done = 0; done < bytes; done += chunk_, ++packets) {
+    std::uint64_t n = std::min(chunk_, bytes - done);
     begin(kCopyLinearSize);
     put(op(kOpCopy, kSubCopyLinear));
     put(std::uint32_t(n - 1));
@@ -61,8 +62,8 @@ std::uint32_t Sdma::fill(std::uint64_t dst, std::uint8_t byte, std::uint64_t byt
   bool dwords = dst % 4 == 0 && bytes % 4 == 0;
   std::uint32_t data = dwords ? byte * 0x01010101u : byte;
   std::uint32_t packets = 0;
-  for (std::uint64_t done = 0; done < bytes; done += kMaxChunk, ++packets) {
-    std::uint64_t n = std::min(kMaxChunk, bytes - done);
+  for (std::uint64_t done = 0; done < bytes; done += chunk_, ++packets) {
+    std::uint64_t n = std::min(chunk_, bytes - done);
     begin(kConstFillSize);
     put(op(kOpConstFill) | (dwords ? 2u : 0u) << kFillSizeShift);
     put(lo(dst + done)), put(hi(dst + done));

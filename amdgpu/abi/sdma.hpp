@@ -1,4 +1,5 @@
-// sdma.hpp — packets for AMD's system DMA engines (SDMA 6 on gfx11, SDMA 7 on gfx12).
+// sdma.hpp — packets for AMD's system DMA engines (SDMA 4 on gfx90a and gfx942, SDMA 6 on
+// gfx11, SDMA 7 on gfx12).
 //
 // Pure code: an Sdma writes packets into a ring of 32-bit words it is given. Packets never
 // straddle the ring's end: a packet that would is preceded by one-dword NOPs up to the end,
@@ -9,6 +10,10 @@
 // header is op (bits 0..7) | sub_op (8..15) | extra (16..31); field positions are that
 // header's *_shift constants (POLL_REGMEM func 28, mem_poll 31; FENCE mtype 16;
 // CONSTANT_FILL fillsize 30; COPY_LINEAR count: bytes - 1 in 30 bits on SDMA 6 and 7).
+// SDMA 4 (the kernel's sdma_v4_0 and sdma_v4_4_2, vega10_sdma_pkt_open.h) has the same
+// opcodes and layouts for the packets built here; its COPY_LINEAR and CONSTANT_FILL counts
+// have 22 bits (SDMA_PKT_COPY_LINEAR_COUNT_count_mask, _CONSTANT_FILL_COUNT_count_mask
+// 0x003FFFFF), so its chunks are at most 4 MiB.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +40,13 @@ constexpr std::uint32_t kFenceMtypeShift = 16;
 constexpr std::uint32_t kFillSizeShift = 30;  // 0: bytes, 2: dwords
 constexpr std::uint32_t kFenceMtypeUncached = 3;
 
-// The most bytes one COPY_LINEAR or CONSTANT_FILL moves: count is bytes - 1 in 30 bits.
+// The engine versions whose packets differ here.
+enum class Version { Sdma4, Sdma6 };
+// The most bytes one COPY_LINEAR or CONSTANT_FILL moves: count is bytes - 1 in 30 bits on
+// SDMA 6 and 7 (kMaxChunk), in 22 bits on SDMA 4.
 constexpr std::uint64_t kMaxChunk = std::uint64_t(1) << 30;
+constexpr std::uint64_t kMaxChunkSdma4 = std::uint64_t(1) << 22;
+constexpr std::uint64_t max_chunk(Version v) { return v == Version::Sdma4 ? kMaxChunkSdma4 : kMaxChunk; }
 // The most dwords one WRITE_LINEAR carries (count is dwords - 1 in 20 bits).
 constexpr std::uint32_t kMaxWriteDwords = 1u << 20;
 
@@ -62,8 +72,9 @@ enum class Compare : std::uint32_t {
 // std::invalid_argument for a field out of range (each method says which).
 class Sdma {
  public:
-  // Packets go at ring[(start + i) % ring.size()]; at most ring.size() dwords are written.
-  explicit Sdma(std::span<std::uint32_t> ring, std::uint64_t start = 0);
+  // Packets go at ring[(start + i) % ring.size()]; at most ring.size() dwords are written,
+  // for an engine of `version`.
+  explicit Sdma(std::span<std::uint32_t> ring, std::uint64_t start = 0, Version version = Version::Sdma6);
 
   std::uint32_t size() const { return written_; }
   std::uint64_t position() const { return start_ + written_; }
@@ -71,10 +82,10 @@ class Sdma {
   std::uint32_t cost(std::uint32_t dwords) const;
 
   // COPY_LINEAR of `bytes` bytes (at least 1) from `src` to `dst`, as as many packets of at
-  // most kMaxChunk bytes as it takes. Returns the packets written.
+  // most max_chunk(version) bytes as it takes. Returns the packets written.
   std::uint32_t copy_linear(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes);
   // CONSTANT_FILL of `bytes` bytes (at least 1) at `dst` with `byte`: dword fills where dst
-  // and bytes are 4-aligned, byte fills otherwise, in chunks of at most kMaxChunk.
+  // and bytes are 4-aligned, byte fills otherwise, in chunks of at most max_chunk(version).
   std::uint32_t fill(std::uint64_t dst, std::uint8_t byte, std::uint64_t bytes);
   // FENCE: writes the 32-bit `value` at `address` (4-aligned) after earlier packets.
   void fence(std::uint64_t address, std::uint32_t value);
@@ -102,6 +113,7 @@ class Sdma {
 
   std::span<std::uint32_t> ring_;
   std::uint64_t start_;
+  std::uint64_t chunk_;  // max_chunk of the engine's version
   std::size_t at_ = 0;  // (start_ + written_) % ring_.size()
   std::uint32_t written_ = 0;
 };

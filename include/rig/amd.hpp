@@ -24,7 +24,9 @@
 //   (WAIT_REG_MEM64 >= value); rig_words is mapped for the GPU when the device opens.
 // - Code: code objects (HSA ELF shared objects) for the device's processor, placed in the
 //   device's memory (edge::Place); a function's code value is its kernel descriptor's
-//   address. Launches pass parameters as the kernel's explicit arguments and fill its hidden
+//   address. A code object for another processor, or with a kernel the processor cannot run
+//   (wave32 on gfx9, wave64 on gfx10+, LDS or scratch past its limits), is an Error at load
+//   naming the reason and the kernel. Launches pass parameters as the kernel's explicit arguments and fill its hidden
 //   ones (block counts, group sizes, grid dims, dynamic LDS size; others zero).
 // - Hangs: hang_ms from Options (default 10 s). Faults: a GPU page fault or a hardware
 //   exception that KFD reports loses the device, naming the address and the queue's packet.
@@ -60,13 +62,17 @@ struct GpuInfo {
   std::uint32_t gpu_id = 0;
   std::uint64_t vram_bytes = 0;
   std::optional<std::string> bus;
+  std::uint64_t compute_units = 0;  // simd_count / simd_per_cu
+  std::uint32_t xccs = 1;           // num_xcc: the compute dies (8 on MI300X, 6 on MI300A)
 };
 
 // The GPUs of the topology read through `seam`, in order; Error if there is no KFD topology.
 Result<std::vector<GpuInfo>> gpus(os::Seam& seam = os::system());
 
 // An opener of "AMD:<index>". Its make returns Error when the GPU is missing, KFD refuses
-// it, or its processor is not one the driver builds packets for (gfx11 and gfx12).
+// it, or its processor is not one the driver builds packets for (gfx90a, gfx942, gfx11 and
+// gfx12). A device of several XCCs (gfx942 in SPX mode) opens, but room answers NEVER to a
+// launch on it: dispatches across several XCCs are not built yet.
 // invalid_argument if an Options size is not a power of two of at least 4 KiB.
 edge::Opener<> opener(int index, os::Seam& seam = os::system(), Options options = {});
 

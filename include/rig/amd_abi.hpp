@@ -19,8 +19,9 @@ namespace rig::amd {
 // What compiled code needs from an AMD device.
 struct Abi {
   std::string arch;                  // the processor: "gfx1100"
-  std::uint32_t wave_size = 32;      // lanes of the waves rig launches (32 on gfx10+)
+  std::uint32_t wave_size = 32;      // lanes of the waves rig launches (32 on gfx10+, 64 on gfx9)
   std::uint32_t compute_units = 0;   // from the topology's simd_count / simd_per_cu
+  std::uint32_t xccs = 1;            // the topology's num_xcc: compute dies reading the queues
   std::uint32_t lds_bytes = 0;       // group-shared memory a group may use
   std::uint64_t timeline_word = 0;   // the device's timeline word, as its queues address it
 };

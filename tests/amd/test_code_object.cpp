@@ -2,7 +2,7 @@
 // same files, made at build time: llvm-readelf-19 --notes --symbols (the metadata note and
 // the symbols) and clang-19 -S (the assembler's .amdhsa_* directives, which the assembler
 // encodes into each kernel descriptor). The code objects are tests/amd/kernels/amd_kernels.c
-// built by clang-19 for gfx1100, gfx1201 and gfx942.
+// built by clang-19 for gfx1100, gfx1201, gfx942 and gfx90a.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -122,7 +122,23 @@ void check_arch(const std::string& arch) {
     if (d.count(".amdhsa_wavefront_size32")) CHECK(kd.wave32() == bool(d.at(".amdhsa_wavefront_size32")));
     else CHECK(!kd.wave32());
     CHECK(kd.wave32() == (k->wavefront_size == 32));
+    if (arch == "gfx942" || arch == "gfx90a") {  // RSRC3's AccVGPR offset and TG_SPLIT
+      CHECK(kd.accum_offset() == d.at(".amdhsa_accum_offset"));
+      CHECK(kd.tg_split() == bool(d.at(".amdhsa_tg_split")));
+      CHECK((kd.compute_pgm_rsrc3 & ~(0x3fu | 1u << 16)) == 0);
+    }
   }
+  // Its kernels run on the processor it is for.
+  auto runs = check_for(*object, arch);
+  const std::string why = runs.has_value() ? std::string() : runs.error();
+  INFO(why);
+  CHECK(runs.has_value());
+}
+
+// A copy of `elf` with its ELF header's e_flags (bytes 48..51 of an ELF64 header) set.
+std::string with_flags(std::string elf, std::uint32_t flags) {
+  std::memcpy(elf.data() + 48, &flags, 4);
+  return elf;
 }
 
 }  // namespace
@@ -130,6 +146,95 @@ void check_arch(const std::string& arch) {
 TEST_CASE("the reader agrees with llvm-readelf and the assembler on gfx1100 code objects") { check_arch("gfx1100"); }
 TEST_CASE("the reader agrees with llvm-readelf and the assembler on gfx1201 code objects") { check_arch("gfx1201"); }
 TEST_CASE("the reader agrees with llvm-readelf and the assembler on gfx942 code objects") { check_arch("gfx942"); }
+TEST_CASE("the reader agrees with llvm-readelf and the assembler on gfx90a code objects") { check_arch("gfx90a"); }
+
+TEST_CASE("the ELF header's flags name the processor and its xnack and sramecc settings") {
+  // llvm-readelf-19 -h: 0x54C gfx942, xnack, sramecc; 0x53F gfx90a, xnack, sramecc; 0x41 gfx1100.
+  auto gfx942 = read_code_object(bytes(slurp(file("gfx942", "co"))));
+  REQUIRE(gfx942);
+  CHECK(gfx942->mach == kMachGfx942);
+  CHECK(gfx942->xnack == Feature::Any);
+  CHECK(gfx942->sramecc == Feature::Any);
+  auto gfx90a = read_code_object(bytes(slurp(file("gfx90a", "co"))));
+  REQUIRE(gfx90a);
+  CHECK(gfx90a->mach == kMachGfx90a);
+  CHECK((gfx90a->xnack == Feature::Any && gfx90a->sramecc == Feature::Any));
+  auto gfx1100 = read_code_object(bytes(slurp(file("gfx1100", "co"))));
+  REQUIRE(gfx1100);
+  CHECK(gfx1100->mach == kMachGfx1100);
+  CHECK((gfx1100->xnack == Feature::Unsupported && gfx1100->sramecc == Feature::Unsupported));
+  CHECK(processor_of_mach(kMachGfx942) == "gfx942");
+  CHECK(processor_of_mach(0x2c).empty());  // gfx900: not one of rig's
+  // xnack on, sramecc off: read as they are.
+  auto settings = read_code_object(bytes(with_flags(slurp(file("gfx942", "co")), kMachGfx942 | 0x300 | 0x800)));
+  REQUIRE(settings);
+  CHECK((settings->xnack == Feature::On && settings->sramecc == Feature::Off));
+}
+
+TEST_CASE("a code object whose ELF header names another processor than its metadata is refused") {
+  auto r = read_code_object(bytes(with_flags(slurp(file("gfx942", "co")), kMachGfx90a | 0x500)));
+  REQUIRE(!r);
+  CHECK(r.error() == "the ELF header names gfx90a (EF_AMDGPU_MACH 0x3f) but the metadata's target is "
+                     "amdgcn-amd-amdhsa--gfx942");
+}
+
+TEST_CASE("gfx90a and gfx942 run wave64 kernels with 64 KiB of LDS and 131056 bytes of scratch per lane") {
+  for (const char* p : {"gfx90a", "gfx942"}) {
+    auto l = limits_of(p);
+    REQUIRE(l);
+    CHECK(l->wave_size == 64);
+    CHECK(l->lds_bytes == 64 * 1024);
+    CHECK(l->private_bytes == 131056);
+  }
+  auto gfx11 = limits_of("gfx1100");
+  REQUIRE(gfx11);
+  CHECK((gfx11->wave_size == 32 && gfx11->lds_bytes == 64 * 1024 && gfx11->private_bytes == 262136));
+  CHECK(!limits_of("gfx906"));
+}
+
+TEST_CASE("a code object is refused for another processor, and a kernel past the processor's limits by name") {
+  auto object = read_code_object(bytes(slurp(file("gfx942", "co"))));
+  REQUIRE(object);
+  CHECK(check_for(*object, "gfx942").has_value());
+  auto other = check_for(*object, "gfx90a");
+  REQUIRE(!other);
+  CHECK(other.error() == "a code object for gfx942, not gfx90a");
+  // A wave32 kernel (gfx1100's) on gfx9, and a wave64 one on gfx11.
+  auto wave32 = read_code_object(bytes(slurp(file("gfx1100", "co"))));
+  REQUIRE(wave32);
+  wave32->arch = "gfx942";
+  auto w32 = check_for(*wave32, "gfx942");
+  REQUIRE(!w32);
+  CHECK(w32.error() == fmt::format("kernel {} is wave32, and gfx942 runs wave64 kernels only", wave32->kernels[0].name));
+  auto wave64 = *object;
+  wave64.arch = "gfx1100";
+  auto w64 = check_for(wave64, "gfx1100");
+  REQUIRE(!w64);
+  CHECK(w64.error().find("is wave64, and gfx1100 runs wave32 kernels only") != std::string::npos);
+  // Group-shared memory: 64 KiB is the limit, a byte more is refused.
+  auto lds = *object;
+  lds.kernels[1].group_segment_fixed_size = 64 * 1024;
+  CHECK(check_for(lds, "gfx942").has_value());
+  lds.kernels[1].group_segment_fixed_size = 64 * 1024 + 1;
+  auto over = check_for(lds, "gfx942");
+  REQUIRE(!over);
+  CHECK(over.error() == fmt::format("kernel {} uses 65537 bytes of group-shared memory, over gfx942's 65536 per group",
+                                    lds.kernels[1].name));
+  // Private memory: 131056 bytes per lane at most.
+  auto scratch = *object;
+  scratch.kernels[2].private_segment_fixed_size = 131056;
+  CHECK(check_for(scratch, "gfx942").has_value());
+  scratch.kernels[2].private_segment_fixed_size = 131057;
+  auto deep = check_for(scratch, "gfx942");
+  REQUIRE(!deep);
+  CHECK(deep.error() == fmt::format("kernel {} uses 131057 bytes of private memory per lane, over gfx942's 131056",
+                                    scratch.kernels[2].name));
+  auto unknown = *object;
+  unknown.arch = "gfx906";
+  auto none = check_for(unknown, "gfx906");
+  REQUIRE(!none);
+  CHECK(none.error() == "no kernel limits are known for gfx906");
+}
 
 TEST_CASE("a kernel's arguments give offsets, sizes and kinds, hidden ones included") {
   std::string elf = slurp(file("gfx1100", "co"));

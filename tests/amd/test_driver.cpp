@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
+#include "decode.hpp"
 #include "fake_driver.hpp"
 #include "kfd.hpp"
 #include "pm4.hpp"
@@ -100,12 +102,201 @@ TEST_CASE("an open that KFD refuses is an Error and leaves nothing behind") {
   CHECK(sim.live_buffers() <= 1);  // at most the process's event page, which KFD keeps
 }
 
-TEST_CASE("a gfx9.4 GPU is refused: its packets are not built yet") {
-  auto& sim = simulator({.arch = "gfx942"});
-  auto d = rig::open(rig::amd::opener(0, sim));
-  REQUIRE(!d);
-  CHECK(d.error().find("gfx942") != std::string::npos);
-  CHECK(d.error().find("not built yet") != std::string::npos);
+TEST_CASE("gpus lists a GPU's compute units and XCCs as the topology gives them") {
+  using sim::amd::Config;
+  struct Part {
+    Config config;
+    const char* arch;
+    std::uint64_t compute_units;
+    std::uint32_t xccs;
+  };
+  for (const auto& part : {Part{Config::mi300x(), "gfx942", 304, 8}, Part{Config::mi300a(), "gfx942", 228, 6},
+                           Part{Config::mi250x(), "gfx90a", 110, 1}, Part{Config{}, "gfx1100", 4, 1}}) {
+    auto list = rig::amd::gpus(simulator(part.config));
+    REQUIRE(list);
+    REQUIRE(list->size() == 1);
+    CHECK((*list)[0].arch == part.arch);
+    CHECK((*list)[0].compute_units == part.compute_units);
+    CHECK((*list)[0].xccs == part.xccs);
+  }
+}
+
+TEST_CASE("a gfx942 device of several XCCs runs gfx9 packets and refuses a launch, naming the processor and the XCCs") {
+  auto& sim = simulator(sim::amd::Config::mi300x());
+  Opened d(sim);
+  CHECK(d->facts().arch == "gfx942");
+  const auto* abi = d->capability(rig::amd::kAbi);
+  REQUIRE(abi);
+  CHECK(abi->wave_size == 64);
+  CHECK(abi->compute_units == 304);
+  CHECK(abi->xccs == 8);
+  CHECK(abi->lds_bytes == 64 * 1024);
+  // Each value's head and tail are gfx9's ACQUIRE_MEM and RELEASE_MEM, which the simulated
+  // command processor reads in gfx9's dialect (it faults on gfx11's).
+  Buffer out = Buffer::create(d, 4);
+  writes(d, out, 7);
+  CHECK(sim.faults().empty());
+  auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
+  REQUIRE_MESSAGE(image, image.error());
+  auto f = image->resolve("vector_add");
+  REQUIRE(f);
+  auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+  auto block = s.block(0);
+  Run run;
+  run.groups(block, 1);
+  run.threads(block, 64);
+  run.set(block, 24, std::uint32_t(64));
+  Buffer a = Buffer::create(d, 256), b = Buffer::create(d, 256), c = Buffer::create(d, 256);
+  Buffer reads[] = {a, b}, written[] = {c};
+  CHECK_THROWS_WITH_AS(submit(s, run, reads, written),
+                       "AMD:0: part 0: a launch of vector_add on gfx942, whose 8 XCCs each read the queue: "
+                       "dispatches across several XCCs are not built yet",
+                       std::invalid_argument);
+  CHECK(!d->lost());
+  writes(d, out, 8);
+}
+
+TEST_CASE("a gfx942 device copies and fills past SDMA 4's 4 MiB count in several packets") {
+  auto& sim = simulator(sim::amd::Config::mi300x());
+  Opened d(sim);
+  const std::size_t bytes = (9u << 20) + 64;  // three chunks on SDMA 4, one on SDMA 6
+  Buffer src = Buffer::create(d, bytes), dst = Buffer::create(d, bytes), filled = Buffer::create(d, bytes);
+  src.write<std::uint32_t>([](std::span<std::uint32_t> x) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint32_t(i * 2654435761u);
+  });
+  const std::uint64_t before = sim.sdma_packets();
+  std::vector<Submission::Part> parts{{"", {}, Submission::Copy{{src, 0}, {dst, 0}, {Box::row(bytes)}, std::nullopt}},
+                                      {"", {}, Submission::Copy{{src, 0}, {filled, 0}, {Box::row(bytes)}, std::byte{0x3c}}}};
+  Run run;
+  submit(Submission::make(d, parts, 0, 0), run, {}, {}).wait();
+  CHECK(sim.faults().empty());
+  CHECK(sim.sdma_packets() - before >= 6);
+  auto same = src.read<std::uint32_t>([&](std::span<const std::uint32_t> a) {
+    return dst.read<std::uint32_t>([&](std::span<const std::uint32_t> b) { return std::equal(a.begin(), a.end(), b.begin()); });
+  });
+  CHECK(same);
+  CHECK(filled.read<std::uint8_t>([](std::span<const std::uint8_t> x) {
+    return std::all_of(x.begin(), x.end(), [](std::uint8_t b) { return b == 0x3c; });
+  }));
+}
+
+namespace {
+
+// The PM4 a launch of vector_add writes on GPU `config` (one XCC), read back from the ring in
+// gfx9's dialect: the driver is made directly, so that ring_of can show its ring.
+std::vector<sim::amd::Decoded<sim::amd::Pm4Packet>> gfx9_launch_packets(sim::amd::Config config, const char* arch) {
+  auto& sim = simulator(std::move(config));
+  alignas(4096) static volatile std::uint64_t words[512] = {};  // a page of its own, a word per call
+  static int calls = 0;
+  auto made = rig::amd::opener(0, sim).make(&words[8 * calls++]);
+  REQUIRE_MESSAGE(made, made.error());
+  edge::Driver& driver = **made;
+  auto co = file_bytes(fmt::format("{}/amd_kernels_{}.co", RIG_AMD_KERNEL_DIR, arch));
+  auto code = driver.image(co);
+  REQUIRE_MESSAGE(code, code.error());
+  auto& place = std::get<edge::Place>(*code);
+  auto region = driver.alloc(Memory::Device, place.bytes);
+  REQUIRE(region);
+  auto [image, bytes] = place.place(*region);
+  std::memcpy(reinterpret_cast<void*>(*driver.locate(*region).host), bytes.data(), bytes.size());
+  auto entry = driver.entry(image, "vector_add");
+  REQUIRE(std::holds_alternative<edge::Entry>(entry));
+  const auto& e = std::get<edge::Entry>(entry);
+  std::array<std::byte, 28> params{};
+  rig_part part{};
+  part.queue = 0;
+  part.kind = RIG_KIND_LAUNCH;
+  part.work.launch = {e.code, e.launch, {2, 1, 1}, {64, 1, 1}, 0, 28, params.data(), nullptr, 0};
+  void* edge = driver.facts().edge;
+  const auto* table = *static_cast<const rig_driver* const*>(edge);
+  char why[RIG_WHY] = "";
+  const auto before = rig::amd::ring_of(driver, 0);
+  REQUIRE(before);
+  REQUIRE_MESSAGE(table->room(edge, &part, 1, 0, why) == RIG_FITS, why);
+  const char* failure = nullptr;
+  REQUIRE(table->submit(edge, &part, 1, nullptr, 0, 1, nullptr, &failure) == RIG_COMMITTED);
+  const auto after = rig::amd::ring_of(driver, 0);
+  std::vector<std::uint32_t> wrote;
+  for (std::uint64_t i = before->written; i < after->written; ++i) wrote.push_back(after->words[i % after->dwords]);
+  driver.stop("the test is done");
+  driver.free(*region);
+  std::vector<sim::amd::Decoded<sim::amd::Pm4Packet>> out;
+  for (std::span<const std::uint32_t> w = wrote; !w.empty();) {
+    auto r = sim::amd::decode_pm4(w, sim::amd::Pm4Dialect::Gfx9);
+    if (auto* bad = std::get_if<sim::amd::Malformed>(&r)) FAIL(bad->why);
+    REQUIRE(std::holds_alternative<sim::amd::Decoded<sim::amd::Pm4Packet>>(r));
+    out.push_back(std::get<sim::amd::Decoded<sim::amd::Pm4Packet>>(r));
+    w = w.subspan(out.back().dwords);
+  }
+  return out;
+}
+
+// Whether `packets` set SH register `reg`; the DISPATCH_DIRECT among them.
+bool sets(const std::vector<sim::amd::Decoded<sim::amd::Pm4Packet>>& packets, std::uint32_t reg) {
+  for (const auto& p : packets)
+    if (const auto* s = std::get_if<sim::amd::SetShReg>(&p.packet); s && reg >= s->first && reg < s->first + s->values.size())
+      return true;
+  return false;
+}
+const sim::amd::DispatchDirect* dispatch(const std::vector<sim::amd::Decoded<sim::amd::Pm4Packet>>& packets) {
+  for (const auto& p : packets)
+    if (const auto* d = std::get_if<sim::amd::DispatchDirect>(&p.packet)) return d;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("a gfx9 launch is a wave64 dispatch, with the scratch base register on gfx942 and without it on gfx90a") {
+  auto gfx90a = gfx9_launch_packets(sim::amd::Config::mi250x(), "gfx90a");
+  // gfx942 with one XCC, as a partition of one XCC (CPX mode) lists it.
+  auto gfx942 = gfx9_launch_packets({.arch = "gfx942", .compute_units = 38, .xccs = 1}, "gfx942");
+  for (const auto* packets : {&gfx90a, &gfx942}) {
+    const auto* d = dispatch(*packets);
+    REQUIRE(d);
+    CHECK(!d->wave32);
+    CHECK((d->x == 2 && d->y == 1 && d->z == 1));
+    CHECK(sets(*packets, pm4::reg::COMPUTE_PGM_RSRC3));
+    CHECK(sets(*packets, pm4::reg::COMPUTE_TMPRING_SIZE));
+  }
+  CHECK(!sets(gfx90a, pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO));
+  CHECK(sets(gfx942, pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO));
+}
+
+TEST_CASE("a code object for another processor is refused at load, naming both") {
+  auto& sim = simulator(sim::amd::Config::mi250x());
+  Opened d(sim);
+  auto gfx942 = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
+  REQUIRE(!gfx942);
+  CHECK(gfx942.error().find("a code object for gfx942, not gfx90a") != std::string::npos);
+  auto gfx1100 = Image::load(d, gpu_kernels());
+  REQUIRE(!gfx1100);
+  CHECK(gfx1100.error().find("a code object for gfx1100, not gfx90a") != std::string::npos);
+  CHECK(Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx90a.co", RIG_AMD_KERNEL_DIR))));
+}
+
+TEST_CASE("a gfx90a launch reaches the command processor as a wave64 dispatch with every register it reads set") {
+  auto& sim = simulator(sim::amd::Config::mi250x());
+  Opened d(sim);
+  auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx90a.co", RIG_AMD_KERNEL_DIR)));
+  REQUIRE_MESSAGE(image, image.error());
+  auto f = image->resolve("vector_add");
+  REQUIRE(f);
+  auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+  auto block = s.block(0);
+  Run run;
+  run.groups(block, 2);
+  run.threads(block, 64);
+  run.set(block, 24, std::uint32_t(128));
+  Buffer a = Buffer::create(d, 512), b = Buffer::create(d, 512), c = Buffer::create(d, 512);
+  Buffer reads[] = {a, b}, written[] = {c};
+  auto p = submit(s, run, reads, written);
+  // The simulator checks the dispatch's registers, then stops at the wave64 interpreter it
+  // does not have: the device is lost naming the kernel, and nothing before it faulted.
+  CHECK_THROWS_AS(p.wait(), Lost);
+  const auto faults = sim.faults();
+  REQUIRE(faults.size() == 1);
+  CHECK(faults[0].find("PM4 DISPATCH_DIRECT of wave64: the interpreter runs wave32 only") != std::string::npos);
+  CHECK(d->lost());
 }
 
 TEST_CASE("memory has one address for the host and the GPU, and the budget is VRAM") {

@@ -131,13 +131,138 @@ TEST_CASE("RELEASE_MEM refuses a misaligned address, and gfx12 takes no GL1 or G
   CHECK((as<sim::AcquireMem>(ps[1]).gcr_cntl & (1u << 9 | 1u << 4 | 1u << 5)) == 0);
 }
 
-TEST_CASE("gfx9.4 cache-touching packets are not built yet") {
-  std::array<std::uint32_t, 32> w{};
+// gfx9's packets against words written out by hand from the kernel's soc15d.h (PACKET3,
+// EOP_*_ACTION_EN, PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_*) and gfx_v9_0.c's fence and
+// mem_sync, then read back by the decoder's gfx9 dialect.
+namespace {
+
+std::vector<sim::Decoded<sim::Pm4Packet>> gfx9_packets(std::span<const std::uint32_t> words) {
+  std::vector<sim::Decoded<sim::Pm4Packet>> out;
+  while (!words.empty()) {
+    auto r = sim::decode_pm4(words, sim::Pm4Dialect::Gfx9);
+    if (auto* bad = std::get_if<sim::Malformed>(&r)) FAIL(bad->why);
+    REQUIRE(std::holds_alternative<sim::Decoded<sim::Pm4Packet>>(r));
+    auto d = std::get<sim::Decoded<sim::Pm4Packet>>(r);
+    words = words.subspan(d.dwords);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::string gfx9_malformed(std::span<const std::uint32_t> words) {
+  auto r = sim::decode_pm4(words, sim::Pm4Dialect::Gfx9);
+  return std::holds_alternative<sim::Malformed>(r) ? std::get<sim::Malformed>(r).why : "";
+}
+
+}  // namespace
+
+TEST_CASE("gfx9 RELEASE_MEM names the TC_WB, TCL1, TC and TC_MD actions where gfx10+ has GCR_CNTL") {
+  std::array<std::uint32_t, 16> w{};
   pm4::Pm4 p(pm4::Gen::Gfx9_4, w);
-  CHECK_THROWS_WITH_AS(p.release_mem({0x1000, 1, pm4::DataSel::Data64}), doctest::Contains("not built yet"),
+  p.release_mem({0x7f0012345678, 0x1122334455667788, pm4::DataSel::Data64, pm4::IntSel::None, 0, true});
+  p.release_mem({0x1000, 42, pm4::DataSel::Low32, pm4::IntSel::InterruptAfterWriteConfirm, 9, false});
+  // PACKET3(RELEASE_MEM 0x49, 6) | PACKET3_COMPUTE; EVENT_TYPE(0x14) | EVENT_INDEX(5) |
+  // TC_WB (15) | TCL1 (16) | TC (17) | TC_MD (21); DATA_SEL(2); address; data; int_ctxid.
+  const std::array<std::uint32_t, 16> expected{0xC0064902, 0x00238514, 0x40000000, 0x12345678, 0x7f00,
+                                               0x55667788, 0x11223344, 0,
+                                               0xC0064902, 0x00000514, 0x22000000, 0x1000, 0, 42, 0, 9};
+  CHECK(w == expected);
+  auto ps = gfx9_packets(std::span(w).first(p.size()));
+  REQUIRE(ps.size() == 2);
+  auto& a = as<sim::ReleaseMem>(ps[0]);
+  CHECK(a.cache_actions == (1u << 15 | 1u << 16 | 1u << 17 | 1u << 21));
+  CHECK(a.gcr_cntl == 0);
+  CHECK((a.event_index == 5 && a.data_sel == 2 && a.address == 0x7f0012345678 && a.data == 0x1122334455667788));
+  auto& b = as<sim::ReleaseMem>(ps[1]);
+  CHECK((b.cache_actions == 0 && b.data_sel == 1 && b.int_sel == 2 && b.context == 9 && b.data == 42));
+}
+
+TEST_CASE("gfx9 ACQUIRE_MEM is six body dwords with CP_COHER_CNTL's cache actions") {
+  std::array<std::uint32_t, 7> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx9_4, w);
+  p.acquire_mem();
+  REQUIRE(p.size() == 1 + pm4::kAcquireMemBodyGfx9);
+  // PACKET3(ACQUIRE_MEM 0x58, 5) | PACKET3_COMPUTE; SH_ICACHE (29) | SH_KCACHE (27) | TC (23)
+  // | TCL1 (22) | TC_WB (18); all memory (size 0xffffffff, size_hi 0xffffff); base 0; poll 10.
+  const std::array<std::uint32_t, 7> expected{0xC0055802, 0x28C40000, 0xffffffff, 0xffffff, 0, 0, 10};
+  CHECK(w == expected);
+  auto ps = gfx9_packets(w);
+  auto& a = as<sim::AcquireMem>(ps[0]);
+  CHECK(a.coher_cntl == 0x28C40000);
+  CHECK(a.size == 0xffffffffffffffull);
+  CHECK(a.gcr_cntl == 0);
+  CHECK(pm4::acquire_mem_body(pm4::Gen::Gfx11) == 7);
+  CHECK(pm4::acquire_mem_body(pm4::Gen::Gfx9_4) == 6);
+}
+
+TEST_CASE("the decoder reads each dialect's cache packets and refuses the other's") {
+  std::array<std::uint32_t, 16> gfx11{};
+  pm4::Pm4 p(pm4::Gen::Gfx11, gfx11);
+  p.release_mem({0x1000, 1, pm4::DataSel::Data64});
+  p.acquire_mem();
+  // gfx11's GCR_CNTL bits are no gfx9 cache actions (GLV_INV is bit 14, GL2_INV bit 20)...
+  CHECK(gfx9_malformed(gfx11).find("gfx9 cache action bits") != std::string::npos);
+  // ... and its ACQUIRE_MEM has a dword more than gfx9's.
+  CHECK(gfx9_malformed(std::span(gfx11).subspan(8)).find("a body of 7 dwords, not 6") != std::string::npos);
+  std::array<std::uint32_t, 7> gfx9{};
+  pm4::Pm4(pm4::Gen::Gfx9_4, gfx9).acquire_mem();
+  CHECK(malformed(gfx9).find("a body of 6 dwords, not 7") != std::string::npos);
+  // A gfx9 ACQUIRE_MEM asking for the colour buffer's action (CB, bit 25) is not for compute.
+  gfx9[1] |= 1u << 25;
+  CHECK(gfx9_malformed(gfx9).find("CP_COHER_CNTL bits 0x2000000") != std::string::npos);
+}
+
+TEST_CASE("gfx9 dispatches wave64: DISPATCH_DIRECT has no CS_W32_EN, and a wave32 dispatch is refused") {
+  std::array<std::uint32_t, 8> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx9_4, w);
+  p.dispatch_direct(4, 2, 1, false);
+  // PACKET3(DISPATCH_DIRECT 0x15, 3) | PACKET3_COMPUTE; the grid; COMPUTE_SHADER_EN | FORCE_START_AT_000.
+  CHECK(std::span(w).first(5)[0] == 0xC0031502);
+  CHECK((w[1] == 4 && w[2] == 2 && w[3] == 1 && w[4] == 0x5));
+  CHECK(!as<sim::DispatchDirect>(gfx9_packets(std::span(w).first(5))[0]).wave32);
+  CHECK_THROWS_WITH_AS(p.dispatch_direct(1, 1, 1, true), doctest::Contains("gfx9.4 has no wave32"),
                        std::invalid_argument);
-  CHECK_THROWS_AS(p.acquire_mem(), std::invalid_argument);
-  CHECK_THROWS_AS(p.dispatch_direct(1, 1, 1, true), std::invalid_argument);
+  CHECK(p.size() == 5);  // the refused packet wrote nothing
+  std::array<std::uint32_t, 5> wave32{};
+  pm4::Pm4(pm4::Gen::Gfx11, wave32).dispatch_direct(1, 1, 1, true);
+  CHECK(gfx9_malformed(wave32).find("CS_W32_EN on gfx9") != std::string::npos);
+}
+
+TEST_CASE("COMPUTE_TMPRING_SIZE counts a wave's scratch in 1 KiB units on gfx9 and 256 bytes on gfx11") {
+  CHECK(pm4::tmpring_size(pm4::Gen::Gfx9_4, 32, 64 << 10) == (32u | 64u << 12));
+  CHECK(pm4::tmpring_size(pm4::Gen::Gfx11, 32, 64 << 10) == (32u | 256u << 12));
+  CHECK(pm4::tmpring_size(pm4::Gen::Gfx9_4, 0xfff, 8191u << 10) == (0xfffu | 8191u << 12));  // both fields full
+  CHECK(pm4::tmpring_size(pm4::Gen::Gfx11, 1, 32767u * 256) == (1u | 32767u << 12));
+  CHECK_THROWS_WITH_AS(pm4::tmpring_size(pm4::Gen::Gfx9_4, 1, 1280), doctest::Contains("not a multiple of 1024"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(pm4::tmpring_size(pm4::Gen::Gfx9_4, 1, 8192u << 10), std::invalid_argument);  // 13 bits
+  CHECK_THROWS_AS(pm4::tmpring_size(pm4::Gen::Gfx11, 1, 32768u * 256), std::invalid_argument);  // 15 bits
+  CHECK_THROWS_WITH_AS(pm4::tmpring_size(pm4::Gen::Gfx11, 4096, 256), doctest::Contains("4096 waves"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("gfx942 and gfx11+ have COMPUTE_DISPATCH_SCRATCH_BASE, and gfx90a has not") {
+  CHECK(!pm4::has_dispatch_scratch_base(90010));  // gfx90a
+  CHECK(pm4::has_dispatch_scratch_base(90402));   // gfx942: architected flat scratch
+  CHECK(pm4::has_dispatch_scratch_base(110000));
+  CHECK(pm4::has_dispatch_scratch_base(120001));
+}
+
+TEST_CASE("gfx90a's COMPUTE_PGM_RSRC3 places the AccVGPRs in 4-register granules and sets TG_SPLIT") {
+  CHECK(pm4::rsrc3_gfx90a(4, false) == 0);
+  CHECK(pm4::rsrc3_gfx90a(12, false) == 2);
+  CHECK(pm4::rsrc3_gfx90a(256, true) == (63u | 1u << 16));
+  for (std::uint32_t offset : {4u, 8u, 100u, 256u})
+    for (bool split : {false, true}) {
+      auto r = sim::decode_rsrc3_gfx90a(pm4::rsrc3_gfx90a(offset, split));
+      REQUIRE(std::holds_alternative<sim::Rsrc3Gfx90a>(r));
+      CHECK(std::get<sim::Rsrc3Gfx90a>(r).accum_offset == offset);
+      CHECK(std::get<sim::Rsrc3Gfx90a>(r).tg_split == split);
+    }
+  for (std::uint32_t bad : {0u, 6u, 260u})
+    CHECK_THROWS_WITH_AS(pm4::rsrc3_gfx90a(bad, false), doctest::Contains("AccVGPR offset"), std::invalid_argument);
+  CHECK(std::holds_alternative<sim::Malformed>(sim::decode_rsrc3_gfx90a(1u << 6)));
+  CHECK(std::holds_alternative<sim::Malformed>(sim::decode_rsrc3_gfx90a(1u << 17)));
 }
 
 TEST_CASE("ACQUIRE_MEM invalidates over all memory") {
@@ -261,6 +386,40 @@ TEST_CASE("SDMA COPY_LINEAR copies in chunks of at most 2^30 bytes") {
   }
   CHECK(total == bytes);
   CHECK(as<sim::SdmaCopy>(ps[3]).bytes == 5);
+}
+
+TEST_CASE("SDMA 4 (gfx9) copies and fills in chunks of at most 4 MiB, and its decoder refuses SDMA 6's larger counts") {
+  std::vector<std::uint32_t> ring(64);
+  sdma::Sdma s(ring, 0, sdma::Version::Sdma4);
+  const std::uint64_t bytes = 2 * (std::uint64_t(1) << 22) + 12;
+  CHECK(s.copy_linear(0x200000, 0x100000, bytes) == 3);
+  CHECK(s.fill(0x800000, 0xab, bytes) == 3);
+  // COPY_LINEAR: op 1 sub 0, count bytes - 1 (0x3FFFFF: vega10_sdma_pkt_open.h's 22 bits full).
+  CHECK((ring[0] == 0x00000001 && ring[1] == 0x003FFFFF));
+  std::vector<sim::Decoded<sim::SdmaPacket>> ps;
+  for (std::span<const std::uint32_t> w = std::span(ring).first(s.size()); !w.empty();) {
+    auto r = sim::decode_sdma(w, sim::SdmaVersion::Sdma4);
+    if (auto* bad = std::get_if<sim::Malformed>(&r)) FAIL(bad->why);
+    REQUIRE(std::holds_alternative<sim::Decoded<sim::SdmaPacket>>(r));
+    auto d = std::get<sim::Decoded<sim::SdmaPacket>>(r);
+    w = w.subspan(d.dwords);
+    ps.push_back(std::move(d));
+  }
+  REQUIRE(ps.size() == 6);
+  std::uint64_t copied = 0, filled = 0;
+  for (int i = 0; i < 3; ++i) copied += as<sim::SdmaCopy>(ps[i]).bytes, filled += as<sim::SdmaFill>(ps[3 + i]).bytes;
+  CHECK(copied == bytes);
+  CHECK(filled == bytes);
+  CHECK(as<sim::SdmaCopy>(ps[2]).bytes == 12);
+  // SDMA 6's chunk of 2^30 bytes is past SDMA 4's count.
+  std::vector<std::uint32_t> big(sdma::kCopyLinearSize);
+  sdma::Sdma(big).copy_linear(0x200000, 0x100000, sdma::kMaxChunk);
+  auto r = sim::decode_sdma(big, sim::SdmaVersion::Sdma4);
+  REQUIRE(std::holds_alternative<sim::Malformed>(r));
+  CHECK(std::get<sim::Malformed>(r).why == "SDMA COPY_LINEAR: count 0x3fffffff exceeds 22 bits");
+  CHECK(std::holds_alternative<sim::Decoded<sim::SdmaPacket>>(sim::decode_sdma(big)));
+  CHECK(sdma::max_chunk(sdma::Version::Sdma4) == 4u << 20);
+  CHECK(sdma::max_chunk(sdma::Version::Sdma6) == sdma::kMaxChunk);
 }
 
 TEST_CASE("SDMA FENCE, TRAP, POLL_REGMEM, TIMESTAMP, WRITE and CONSTANT_FILL decode as built") {

@@ -154,6 +154,13 @@ with tempfile.TemporaryDirectory() as top:
               and gpus["0000:03:00.0"].get("opened_as") == ["AMD:0"], got["pci"])
         check("the opened AMD:0 carries its PCI function",
               (amd_dev.get("pci") or {}).get("address") == "0000:03:00.0", amd_dev)
+        check("the simulated gfx1100's AMD:0 shows its compute: 4 compute units, 1 XCC, wave32",
+              amd_dev.get("amd") == {"compute_units": 4, "xccs": 1, "wave_size": 32}, amd_dev)
+        # With RIG_SIM=amd:mi300x, a simulated MI300X: gfx942 with 304 CUs on 8 XCCs.
+        mi300x = run("devices", env={"RIG_SIM": "amd:mi300x", "RIG_SYSFS_PCI": "/nonexistent/bus/pci"})
+        check("devices shows an MI300X's compute units and XCCs",
+              mi300x.returncode == 0 and "AMD:0  arch gfx942" in mi300x.stdout
+              and "compute: 304 compute units on 8 XCCs, wave64" in mi300x.stdout, mi300x.stdout + mi300x.stderr)
     else:
         print("skip devices with RIG_SIM=amd on a fake PCI tree: this rig is built without the AMD driver")
 

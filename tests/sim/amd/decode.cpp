@@ -52,12 +52,24 @@ const char* pm4_name(std::uint32_t op) {
 constexpr std::uint32_t kReleaseGcrKnown = 0x7FF000;  // GLM_WB .. SEQ, bits 12..22
 constexpr std::uint32_t kAcquireGcrKnown = 0x1FFFF;   // GLI_INV .. SEQ, bits 0..16
 
+// gfx9's cache actions the simulated MEC accepts: RELEASE_MEM's EOP_TCL1_VOL (12), TC_VOL
+// (13), TC_WB (15), TCL1 (16), TC (17), TC_NC (19), TC_MD (21) (soc15d.h), and ACQUIRE_MEM's
+// CP_COHER_CNTL TC_NC (3), TC_WC (4), TC_INV_METADATA (5), TCL1_VOL (15), TC_WB (18), TCL1
+// (22), TC (23), SH_KCACHE (27), SH_KCACHE_VOL (28), SH_ICACHE (29), SH_KCACHE_WB (30); the
+// graphics ones (CB 25, DB 26) are not for a compute queue.
+constexpr std::uint32_t kGfx9ReleaseActionsKnown =
+    1u << 12 | 1u << 13 | 1u << 15 | 1u << 16 | 1u << 17 | 1u << 19 | 1u << 21;
+constexpr std::uint32_t kGfx9CoherKnown = 1u << 3 | 1u << 4 | 1u << 5 | 1u << 15 | 1u << 18 | 1u << 22 | 1u << 23 |
+                                          1u << 27 | 1u << 28 | 1u << 29 | 1u << 30;
+constexpr std::uint32_t kGfx9CsW32En = 1u << 15;  // the initiator bit gfx9 does not have
+
 // Event types the simulated MEC understands.
 constexpr std::uint32_t kCsPartialFlush = 0x07, kCacheFlushAndInvTsEvent = 0x14, kBottomOfPipeTs = 0x28;
 
 struct Pm4Reader {
   std::span<const std::uint32_t> w;
   std::string name;
+  bool gfx9 = false;
   Malformed bad(std::string what) const { return {fmt::format("PM4 {}: {}", name, what)}; }
 };
 
@@ -86,6 +98,7 @@ Pm4Result pm4_body(std::uint32_t op, std::span<const std::uint32_t> b, const Pm4
       // COMPUTE_SHADER_EN (0), FORCE_START_AT_000 (2), ORDER_MODE (6), CS_W32_EN (15).
       constexpr std::uint32_t known = 1u << 0 | 1u << 2 | 1u << 6 | 1u << 15;
       if (init & ~known) return r.bad(fmt::format("initiator bits {:#x} the simulator does not run", init & ~known));
+      if (r.gfx9 && (init & kGfx9CsW32En)) return r.bad("CS_W32_EN on gfx9, which has no wave32");
       if (!(init & 1)) return r.bad("initiator without COMPUTE_SHADER_EN");
       if (!b[0] || !b[1] || !b[2]) return r.bad(fmt::format("an empty grid {}x{}x{}", b[0], b[1], b[2]));
       return done(DispatchDirect{b[0], b[1], b[2], init, bool(init & (1u << 15))});
@@ -95,10 +108,16 @@ Pm4Result pm4_body(std::uint32_t op, std::span<const std::uint32_t> b, const Pm4
       ReleaseMem m{};
       m.event_type = bits(b[0], 0, 6);
       m.event_index = bits(b[0], 8, 4);
-      m.gcr_cntl = b[0] & 0x1FFF000;
       if (bits(b[0], 6, 2) || bits(b[0], 25, 7))
         return r.bad(fmt::format("reserved or unsupported bits in {:#x}", b[0]));
-      if (m.gcr_cntl & ~kReleaseGcrKnown) return r.bad(fmt::format("GCR_CNTL bits {:#x} unknown", m.gcr_cntl));
+      if (r.gfx9) {
+        m.cache_actions = b[0] & 0x1FFF000;
+        if (m.cache_actions & ~kGfx9ReleaseActionsKnown)
+          return r.bad(fmt::format("gfx9 cache action bits {:#x} unknown", m.cache_actions & ~kGfx9ReleaseActionsKnown));
+      } else {
+        m.gcr_cntl = b[0] & 0x1FFF000;
+        if (m.gcr_cntl & ~kReleaseGcrKnown) return r.bad(fmt::format("GCR_CNTL bits {:#x} unknown", m.gcr_cntl));
+      }
       if (m.event_type != kCacheFlushAndInvTsEvent && m.event_type != kBottomOfPipeTs)
         return r.bad(fmt::format("event type {:#x} is not an end-of-pipe event", m.event_type));
       if (m.event_index != 5) return r.bad(fmt::format("event index {} is not end-of-pipe (5)", m.event_index));
@@ -121,13 +140,23 @@ Pm4Result pm4_body(std::uint32_t op, std::span<const std::uint32_t> b, const Pm4
       return done(m);
     }
     case IT_ACQUIRE_MEM: {
+      if (r.gfx9) {  // COHER_CNTL, COHER_SIZE, COHER_SIZE_HI (24 bits), COHER_BASE, _HI, POLL_INTERVAL
+        if (auto e = need(6)) return *e;
+        if (b[0] >> 31) return r.bad("ENGINE_SEL 1 (the PFP) on a compute queue");
+        if (b[0] & ~kGfx9CoherKnown)
+          return r.bad(fmt::format("CP_COHER_CNTL bits {:#x} a compute queue does not take", b[0] & ~kGfx9CoherKnown));
+        if (b[2] >> 24) return r.bad(fmt::format("coher_size_hi {:#x} exceeds 24 bits", b[2]));
+        if (b[4] >> 24) return r.bad(fmt::format("coher_base_hi {:#x} exceeds 24 bits", b[4]));
+        if (b[5] >> 16) return r.bad(fmt::format("poll_interval dword {:#x} has reserved bits", b[5]));
+        return done(AcquireMem{join(b[1], b[2]), join(b[3], b[4]), 0, b[0]});
+      }
       if (auto e = need(7)) return *e;
       if (b[0]) return r.bad(fmt::format("reserved dword {:#x}", b[0]));
       if (b[2] >> 8) return r.bad(fmt::format("coher_size_hi {:#x} exceeds 8 bits", b[2]));
       if (b[4] >> 24) return r.bad(fmt::format("coher_base_hi {:#x} exceeds 24 bits", b[4]));
       if (b[5] >> 16) return r.bad(fmt::format("poll_interval dword {:#x} has reserved bits", b[5]));
       if (b[6] & ~kAcquireGcrKnown) return r.bad(fmt::format("GCR_CNTL bits {:#x} unknown", b[6]));
-      return done(AcquireMem{join(b[1], b[2]), join(b[3], b[4]), b[6]});
+      return done(AcquireMem{join(b[1], b[2]), join(b[3], b[4]), b[6], 0});
     }
     case IT_EVENT_WRITE: {
       if (auto e = need(1)) return *e;
@@ -206,13 +235,19 @@ Pm4Result pm4_body(std::uint32_t op, std::span<const std::uint32_t> b, const Pm4
 
 }  // namespace
 
+std::variant<Rsrc3Gfx90a, Malformed> decode_rsrc3_gfx90a(std::uint32_t value) {
+  if (bits(value, 6, 10) || bits(value, 17, 15))
+    return Malformed{fmt::format("COMPUTE_PGM_RSRC3 {:#x}: reserved bits set for gfx90a/gfx942", value)};
+  return Rsrc3Gfx90a{(bits(value, 0, 6) + 1) * 4, bits(value, 16, 1) == 1};
+}
+
 std::uint32_t pm4_length(std::uint32_t header) {
   std::uint32_t count = bits(header, 16, 14);
   if (bits(header, 8, 8) == IT_NOP && count == 0x3FFF) return 1;
   return count + 2;
 }
 
-Pm4Result decode_pm4(std::span<const std::uint32_t> w) {
+Pm4Result decode_pm4(std::span<const std::uint32_t> w, Pm4Dialect dialect) {
   if (w.empty()) return Incomplete{0};
   std::uint32_t h = w[0];
   if (bits(h, 30, 2) != 3)
@@ -220,7 +255,7 @@ Pm4Result decode_pm4(std::span<const std::uint32_t> w) {
   std::uint32_t op = bits(h, 8, 8);
   const char* name = pm4_name(op);
   if (!name) return Malformed{fmt::format("PM4 opcode {:#04x} (header {:#010x}) is unknown to the simulator", op, h)};
-  Pm4Reader r{w, name};
+  Pm4Reader r{w, name, dialect == Pm4Dialect::Gfx9};
   if (bits(h, 0, 1)) return r.bad("predicated packets are not simulated");
   if (bits(h, 2, 6)) return r.bad(fmt::format("reserved header bits in {:#010x}", h));
   std::uint32_t n = pm4_length(h);
@@ -241,7 +276,8 @@ Malformed sdma_bad(const char* name, std::string what) { return {fmt::format("SD
 
 }  // namespace
 
-SdmaResult decode_sdma(std::span<const std::uint32_t> w) {
+SdmaResult decode_sdma(std::span<const std::uint32_t> w, SdmaVersion version) {
+  const unsigned count_bits = version == SdmaVersion::Sdma4 ? 22 : 30;
   if (w.empty()) return Incomplete{0};
   std::uint32_t h = w[0];
   std::uint32_t op = bits(h, 0, 8), sub = bits(h, 8, 8);
@@ -262,7 +298,8 @@ SdmaResult decode_sdma(std::span<const std::uint32_t> w) {
       if (sub != 0) return sdma_bad("COPY", fmt::format("sub-op {} is not LINEAR (0)", sub));
       if (bits(h, 16, 16)) return sdma_bad("COPY_LINEAR", fmt::format("extra bits in header {:#010x}", h));
       if (!have(7)) return Incomplete{7};
-      if (w[1] >> 30) return sdma_bad("COPY_LINEAR", fmt::format("count {:#x} exceeds 30 bits", w[1]));
+      if (w[1] >> count_bits)
+        return sdma_bad("COPY_LINEAR", fmt::format("count {:#x} exceeds {} bits", w[1], count_bits));
       if (w[2]) return sdma_bad("COPY_LINEAR", fmt::format("swap parameter {:#x} is not simulated", w[2]));
       return done(SdmaCopy{join(w[3], w[4]), join(w[5], w[6]), std::uint64_t(w[1]) + 1}, 7, "COPY_LINEAR");
     }
@@ -312,7 +349,8 @@ SdmaResult decode_sdma(std::span<const std::uint32_t> w) {
       if (size != 0 && size != 2) return sdma_bad("CONSTANT_FILL", fmt::format("fill size {} is not bytes or dwords", size));
       if (!have(5)) return Incomplete{5};
       std::uint64_t a = join(w[1], w[2]), n = std::uint64_t(w[4]) + 1;
-      if (w[4] >> 30) return sdma_bad("CONSTANT_FILL", fmt::format("count {:#x} exceeds 30 bits", w[4]));
+      if (w[4] >> count_bits)
+        return sdma_bad("CONSTANT_FILL", fmt::format("count {:#x} exceeds {} bits", w[4], count_bits));
       if (size == 2 && (a % 4 || n % 4))
         return sdma_bad("CONSTANT_FILL", fmt::format("a dword fill of {} bytes at {:#x}: not 4-aligned", n, a));
       if (size == 0 && w[3] >> 8) return sdma_bad("CONSTANT_FILL", fmt::format("a byte fill with data {:#x}", w[3]));

@@ -3,6 +3,10 @@
 // constants are its own, from the same public facts (nvd.h opcodes, AMD's MEC packet
 // layouts, the sdma_v6 packet header); it shares no code or header with the builders.
 //
+// PM4 comes in two dialects here: gfx9 (CDNA2 and CDNA3: gfx90a, gfx942), whose RELEASE_MEM
+// names cache actions (soc15d.h EOP_*_ACTION_EN) and whose ACQUIRE_MEM has six body dwords
+// with CP_COHER_CNTL first and no wave32, and gfx10+ (gfx11, gfx12), with GCR_CNTL.
+//
 // decode_pm4 and decode_sdma read one packet from the words given (the packet's first word
 // first). They return the packet, or Incomplete when the words end before the packet does,
 // or a Malformed naming the packet and the field that is wrong. The simulator's command
@@ -30,14 +34,17 @@ struct DispatchDirect {
   bool wave32;
 };
 struct ReleaseMem {
-  std::uint32_t event_type, event_index, gcr_cntl;
+  std::uint32_t event_type, event_index;
+  std::uint32_t gcr_cntl;       // gfx10+: bits 12..24 of the ordinal (0 on gfx9)
+  std::uint32_t cache_actions;  // gfx9: the EOP_*_ACTION_EN bits (0 on gfx10+)
   std::uint32_t dst_sel, int_sel, data_sel;
   std::uint64_t address, data;
   std::uint32_t context;
 };
 struct AcquireMem {
   std::uint64_t size, base;
-  std::uint32_t gcr_cntl;
+  std::uint32_t gcr_cntl;    // gfx10+ (0 on gfx9)
+  std::uint32_t coher_cntl;  // gfx9: CP_COHER_CNTL (0 on gfx10+)
 };
 struct EventWrite {
   std::uint32_t event_type, event_index;
@@ -118,8 +125,21 @@ struct Decoded {
 using Pm4Result = std::variant<Decoded<Pm4Packet>, Incomplete, Malformed>;
 using SdmaResult = std::variant<Decoded<SdmaPacket>, Incomplete, Malformed>;
 
-Pm4Result decode_pm4(std::span<const std::uint32_t> words);
-SdmaResult decode_sdma(std::span<const std::uint32_t> words);
+enum class Pm4Dialect { Gfx9, Gfx10Plus };
+Pm4Result decode_pm4(std::span<const std::uint32_t> words, Pm4Dialect dialect = Pm4Dialect::Gfx10Plus);
+// SDMA 4 (gfx9: vega10_sdma_pkt_open.h) counts COPY_LINEAR's and CONSTANT_FILL's bytes in
+// 22 bits, SDMA 6 and 7 in 30.
+enum class SdmaVersion { Sdma4, Sdma6 };
+SdmaResult decode_sdma(std::span<const std::uint32_t> words, SdmaVersion version = SdmaVersion::Sdma6);
+
+// gfx90a and gfx942's COMPUTE_PGM_RSRC3 (LLVM's AMDGPUUsage, "compute_pgm_rsrc3 for GFX90A,
+// GFX942"): the first AccVGPR, 4 * (ACCUM_OFFSET + 1) from bits 0..5, and TG_SPLIT (bit 16);
+// Malformed when a reserved bit (6..15, 17..31) is set.
+struct Rsrc3Gfx90a {
+  std::uint32_t accum_offset;
+  bool tg_split;
+};
+std::variant<Rsrc3Gfx90a, Malformed> decode_rsrc3_gfx90a(std::uint32_t value);
 
 // The dwords of the packet whose header is `header` (known from the header alone), or 0
 // where the length needs more words (SDMA WRITE_LINEAR: 4 + its count word).

@@ -91,6 +91,7 @@ using File = std::variant<Node, Sysfs>;
 struct Simulator::Impl final : gfx11::Memory {
   Config config;
   std::string arch;
+  Pm4Dialect dialect;  // the command processor's PM4: gfx9's for gfx9 processors (and SDMA 4)
   mutable std::mutex mutex;  // files, buffers, queues, events
   std::condition_variable events_moved;
   std::shared_mutex vm_mutex;  // the GPU page table
@@ -192,7 +193,9 @@ struct Queue {
 
 // ---- Construction, sysfs.
 
-Simulator::Impl::Impl(Config c) : config(std::move(c)), arch(config.arch) {
+Simulator::Impl::Impl(Config c)
+    : config(std::move(c)), arch(config.arch),
+      dialect(arch.starts_with("gfx9") ? Pm4Dialect::Gfx9 : Pm4Dialect::Gfx10Plus) {
   const std::string root = "/sys/devices/virtual/kfd/kfd/topology";
   sysfs[root + "/generation_id"] = "1\n";
   sysfs[root + "/nodes/0/gpu_id"] = "0\n";
@@ -202,17 +205,24 @@ Simulator::Impl::Impl(Config c) : config(std::move(c)), arch(config.arch) {
       "gfx_target_version 0\nvendor_id 0\ndevice_id 0\n";
   sysfs[root + "/nodes/0/mem_banks/0/properties"] = "heap_type 0\nsize_in_bytes 8589934592\nflags 0\n";
   if (config.gpu_present) {
+    // gfx9's CUs have 4 SIMDs of 64 lanes (and at most 8 waves each, as rocminfo's 32 waves
+    // per CU of these parts); gfx11's 2 SIMDs of 32 lanes, 16 waves each. Each gfx942 XCC has
+    // 4 shader engines (MI300X: 32 in all), a gfx90a GCD 8.
+    const bool gfx9 = dialect == Pm4Dialect::Gfx9;
+    const std::uint32_t simd_per_cu = gfx9 ? 4 : 2, wave = gfx9 ? 64 : 32, waves = gfx9 ? 8 : 16;
+    const std::uint32_t arrays = arch == "gfx942" ? 4 * config.xccs : arch == "gfx90a" ? 8 : 1;
+    const std::uint32_t cu_per_array = (config.compute_units + arrays - 1) / arrays;
     std::string n = root + "/nodes/1";
     sysfs[n + "/gpu_id"] = fmt::format("{}\n", config.gpu_id);
     sysfs[n + "/name"] = arch + "\n";
     sysfs[n + "/properties"] = fmt::format(
         "cpu_cores_count 0\nsimd_count {}\nmem_banks_count 1\ncaches_count 1\nio_links_count 1\n"
-        "max_waves_per_simd 16\nlds_size_in_kb 64\nwave_front_size 32\narray_count 1\nsimd_arrays_per_engine 1\n"
-        "cu_per_simd_array {}\nsimd_per_cu 2\nmax_slots_scratch_cu 32\ngfx_target_version {}\nvendor_id 4098\n"
+        "max_waves_per_simd {}\nlds_size_in_kb 64\nwave_front_size {}\narray_count {}\nsimd_arrays_per_engine 1\n"
+        "cu_per_simd_array {}\nsimd_per_cu {}\nmax_slots_scratch_cu 32\ngfx_target_version {}\nvendor_id 4098\n"
         "device_id 29772\nlocation_id 768\ndomain 0\ndrm_render_minor {}\nnum_sdma_engines 1\n"
-        "num_sdma_queues_per_engine 6\nnum_cp_queues 8\nnum_xcc 1\ncwsr_size {}\nctl_stack_size {}\n",
-        config.compute_units * 2, config.compute_units, gfx_version(arch), config.render_minor, kCwsrBytes,
-        kCtlStackBytes);
+        "num_sdma_queues_per_engine 6\nnum_cp_queues 8\nnum_xcc {}\ncwsr_size {}\nctl_stack_size {}\n",
+        config.compute_units * simd_per_cu, waves, wave, arrays, cu_per_array, simd_per_cu, gfx_version(arch),
+        config.render_minor, config.xccs, kCwsrBytes, kCtlStackBytes);
     sysfs[n + "/mem_banks/0/properties"] =
         fmt::format("heap_type 1\nsize_in_bytes {}\nflags 0\nwidth 256\nmem_clk_max 1000\n", config.vram_bytes);
     sysfs[n + "/caches/0/properties"] = "level 2\nsize 4096\ncache_line_size 128\ncache_lines_per_tag 1\n";
@@ -858,7 +868,7 @@ bool Queue::step_pm4(std::uint64_t wptr) {
   std::vector<std::uint32_t> words(n);
   for (std::uint32_t i = 0; i < n; ++i)
     if (!read(ring + ((rptr + i) % dwords) * 4, &words[i], 4, "the ring's read")) return false;
-  auto decoded = decode_pm4(words);
+  auto decoded = decode_pm4(words, sim.dialect);
   if (auto* bad = std::get_if<Malformed>(&decoded)) {
     sim.fault(*this, fmt::format("{} (at ring dword {})", bad->why, rptr), false, 0, false);
     return false;
@@ -914,7 +924,7 @@ bool Queue::pm4_packet(const Pm4Packet& packet, const std::string& name, int dep
     if (!read(ib->address, words.data(), words.size() * 4, "INDIRECT_BUFFER")) return false;
     std::span<const std::uint32_t> rest = words;
     while (!rest.empty()) {
-      auto decoded = decode_pm4(rest);
+      auto decoded = decode_pm4(rest, sim.dialect);
       if (std::holds_alternative<Incomplete>(decoded)) {
         sim.fault(*this, fmt::format("PM4 indirect buffer at {:#x}: its last packet runs past its {} dwords", ib->address,
                                      ib->dwords), false, 0, false);
@@ -1001,7 +1011,7 @@ bool Queue::step_sdma(std::uint64_t wptr) {
   std::uint64_t available = std::min(end - at, until_end);
   std::vector<std::uint32_t> words(std::min<std::uint64_t>(available, 1u << 16));
   if (!read(ring + (at % dwords) * 4, words.data(), words.size() * 4, "the ring's read")) return false;
-  auto decoded = decode_sdma(words);
+  auto decoded = decode_sdma(words, sim.dialect == Pm4Dialect::Gfx9 ? SdmaVersion::Sdma4 : SdmaVersion::Sdma6);
   if (auto* inc = std::get_if<Incomplete>(&decoded)) {
     std::string why = available == until_end && end - at > until_end
                           ? fmt::format("an SDMA packet at dword {} straddles the ring's end", at)

@@ -4,7 +4,9 @@
 // Pass a Simulator as the os::Seam of rig::amd::opener and the AMD driver runs unchanged on
 // it. The simulator:
 // - lists one GPU (Config::arch, gfx1100 by default) after a CPU node in the topology, with
-//   Config::vram_bytes of frame buffer, in sysfs files read through the seam;
+//   Config::vram_bytes of frame buffer, in sysfs files read through the seam; a gfx9 GPU
+//   (gfx90a, gfx942) as KFD's kfd_topology.c prints one: 4 SIMDs per CU, wave64, num_xcc
+//   Config::xccs, and its command processor reads gfx9's PM4 (ACQUIRE_MEM, cache actions);
 // - implements the KFD ioctls the driver issues (version, ACQUIRE_VM, apertures, alloc/map/
 //   unmap/free of VRAM, GTT and userptr memory, queues, events, clock counters), checking
 //   each argument as the kernel does and answering -errno otherwise; "device memory" is host
@@ -33,10 +35,18 @@ namespace rig::sim::amd {
 struct Config {
   std::string arch = "gfx1100";            // the GPU's processor: gfx11 runs dispatches
   std::uint64_t vram_bytes = 256ull << 20;  // frame buffer the topology lists and alloc gives
-  std::uint32_t compute_units = 4;          // simd_count is twice this
+  std::uint32_t compute_units = 4;          // simd_count is this times simd_per_cu (2 on gfx11, 4 on gfx9)
+  std::uint32_t xccs = 1;                   // num_xcc: the compute dies (XCCs) of the GPU
   std::uint32_t gpu_id = 0x5a5a;            // KFD's id of the GPU
   std::uint32_t render_minor = 128;         // /dev/dri/renderD<minor>
   bool gpu_present = true;                  // false: the topology lists only the CPU node
+
+  // Parts as the topology lists them (AMD's CDNA2/CDNA3 data sheets; KFD's num_xcc is the
+  // XCC count in SPX mode): MI300X is gfx942 with 304 CUs on 8 XCCs, MI300A gfx942 with 228
+  // CUs on 6 XCCs, and one GCD of MI250X gfx90a with 110 CUs on one.
+  static Config mi300x() { return {.arch = "gfx942", .compute_units = 304, .xccs = 8}; }
+  static Config mi300a() { return {.arch = "gfx942", .compute_units = 228, .xccs = 6}; }
+  static Config mi250x() { return {.arch = "gfx90a", .compute_units = 110, .xccs = 1}; }
 };
 
 class Simulator final : public os::Seam {

@@ -1,0 +1,172 @@
+// The AMD driver's encoding (device.hpp): the packets of a value's head and tail, of a
+// launch and of a copy. What differs between processors' generations lives here and in
+// code.cpp.
+#include "device.hpp"
+
+namespace rig::amd::driver {
+
+// gfx_target_version of the gfx9 processors the driver builds packets for (KFD's
+// kfd_device.c: gfx90a is 90010, gfx942 90402).
+constexpr std::uint64_t kGfx90a = 90010, kGfx942 = 90402;
+
+Result<pm4::Gen> generation_of(const Gpu& gpu) {
+  const std::uint64_t version = gpu.get("gfx_target_version");
+  if (version >= 110000 && version < 120000) return pm4::Gen::Gfx11;
+  if (version >= 120000 && version < 130000) return pm4::Gen::Gfx12;
+  if (version == kGfx90a || version == kGfx942) return pm4::Gen::Gfx9_4;
+  return std::unexpected(fmt::format(
+      "{}: the driver builds packets for gfx90a, gfx942, gfx11 and gfx12 only", gpu.arch));
+}
+
+sdma::Version sdma_of(pm4::Gen gen) { return gen == pm4::Gen::Gfx9_4 ? sdma::Version::Sdma4 : sdma::Version::Sdma6; }
+
+std::uint64_t Device::scratch_per_wave(const LaunchTemplate& t) const {
+  return round_up(std::uint64_t(std::max(t.private_segment, 1024u)) * limits_.wave_size, pm4::tmpring_granule(gen_));
+}
+
+std::array<std::uint32_t, 16> Device::user_sgprs(const LaunchTemplate& t, BuiltLaunch& b) const {
+  // In the order the descriptor's properties list them.
+  std::array<std::uint32_t, 16> user{};
+  std::uint32_t n = 0;
+  auto put64 = [&](std::uint64_t x, std::int8_t* place = nullptr) {
+    if (n + 2 <= user.size()) user[n] = std::uint32_t(x), user[n + 1] = std::uint32_t(x >> 32);
+    if (place && n + 2 <= t.user_sgprs) *place = std::int8_t(n);  // only those the launch sets
+    n += 2;
+  };
+  b.packet_sgpr = b.kernarg_sgpr = b.id_sgpr = -1;
+  using KD = KernelDescriptor;
+  const bool scratch = uses_scratch(t);
+  if (t.properties & KD::kPrivateSegmentBuffer) {  // a buffer resource over the scratch
+    std::uint64_t base = scratch ? scratch_.address : 0;
+    std::array<std::uint32_t, 4> rsrc{std::uint32_t(base), std::uint32_t(base >> 32) | 1u << 31, 0xffffffffu, 0x20c14000u};
+    for (auto w : rsrc)
+      if (n < user.size()) user[n++] = w;
+  }
+  if (t.properties & KD::kDispatchPtr) put64(0, &b.packet_sgpr);
+  if (t.properties & KD::kQueuePtr) put64(0);  // no amd_queue_t: kernels that read it are not supported
+  if (t.properties & KD::kKernargSegmentPtr) put64(0, &b.kernarg_sgpr);
+  if (t.properties & KD::kDispatchId) put64(0, &b.id_sgpr);
+  if (t.properties & KD::kFlatScratchInit) put64(scratch ? scratch_.address : 0);
+  if (t.properties & KD::kPrivateSegmentSize && n < user.size()) user[n++] = t.private_segment;
+  return user;
+}
+
+bool Device::uses_scratch(const LaunchTemplate& t) const {
+  return scratch_.bytes && (t.private_segment || (t.properties & KernelDescriptor::kUsesDynamicStack));
+}
+
+void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
+  BuiltLaunch& b = t.built;
+  b.valid = false;
+  std::uint32_t dims = l.groups[2] > 1 || l.threads[2] > 1 ? 3 : l.groups[1] > 1 || l.threads[1] > 1 ? 2 : 1;
+  // The kernel arguments but for the parameters and the dispatch packet's kernarg address.
+  b.kernargs.assign(round_up(t.kernarg_bytes, 64) + 64, std::byte{0});
+  std::byte* args = b.kernargs.data();
+  for (auto& h : t.hidden) {
+    std::uint64_t value = 0;
+    switch (h.kind) {
+      case Hidden::BlockCountX: value = l.groups[0]; break;
+      case Hidden::BlockCountY: value = l.groups[1]; break;
+      case Hidden::BlockCountZ: value = l.groups[2]; break;
+      case Hidden::GroupSizeX: value = l.threads[0]; break;
+      case Hidden::GroupSizeY: value = l.threads[1]; break;
+      case Hidden::GroupSizeZ: value = l.threads[2]; break;
+      case Hidden::GridDims: value = dims; break;
+      case Hidden::DynamicLds: value = l.shared; break;
+      case Hidden::Zero: break;
+    }
+    if (h.offset + std::min<std::uint32_t>(h.size, 8) > t.kernarg_bytes) continue;
+    std::memcpy(args + h.offset, &value, std::min<std::uint32_t>(h.size, 8));
+  }
+  {  // hsa_kernel_dispatch_packet_t: setup, group and grid sizes, segment sizes, object
+    std::byte* p = args + round_up(t.kernarg_bytes, 64);
+    std::uint16_t setup = std::uint16_t(dims);
+    std::uint16_t group[3] = {std::uint16_t(l.threads[0]), std::uint16_t(l.threads[1]), std::uint16_t(l.threads[2])};
+    std::uint32_t grid[3] = {l.groups[0] * l.threads[0], l.groups[1] * l.threads[1], l.groups[2] * l.threads[2]};
+    std::uint32_t segments[2] = {t.private_segment, t.group_segment + l.shared};
+    std::memcpy(p + 2, &setup, 2);
+    std::memcpy(p + 4, group, 6);
+    std::memcpy(p + 12, grid, 12);
+    std::memcpy(p + 24, segments, 8);
+    std::memcpy(p + 32, &t.descriptor, 8);
+  }
+  // The packets, their user SGPRs to be patched per launch.
+  const bool scratch = uses_scratch(t);
+  std::uint32_t lds = (t.group_segment + l.shared + kLdsGranule - 1) / kLdsGranule;
+  std::uint32_t rsrc2 = (t.rsrc2 & ~(0x1ffu << 15)) | (lds & 0x1ff) << 15;
+  std::uint32_t tmpring = 0;
+  if (scratch) {
+    const std::uint64_t per_wave = scratch_per_wave(t);
+    const std::uint64_t waves = std::min<std::uint64_t>(scratch_.bytes / per_wave, pm4::kTmpringWavesMax);
+    tmpring = pm4::tmpring_size(gen_, std::uint32_t(waves), per_wave);
+  }
+  std::uint32_t pgm[2] = {std::uint32_t(t.code >> 8), std::uint32_t(t.code >> 40)};
+  std::uint32_t rsrc12[2] = {t.rsrc1, rsrc2};
+  std::uint32_t zero3[3] = {0, 0, 0};
+  std::uint32_t start_threads[6] = {0, 0, 0, l.threads[0], l.threads[1], l.threads[2]};
+  std::uint32_t scratch_base[2] = {std::uint32_t((scratch ? scratch_.address : 0) >> 8),
+                                   std::uint32_t((scratch ? scratch_.address : 0) >> 40)};
+  std::array<std::uint32_t, kLaunchDwords> words{};
+  pm4::Pm4 pc(gen_, words);
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_LO, pgm);
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC1, rsrc12);
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC3, t.rsrc3);
+  pc.set_sh_reg(pm4::reg::COMPUTE_TMPRING_SIZE, tmpring);
+  if (pm4::has_dispatch_scratch_base(gpu_.get("gfx_target_version"))) pc.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_base);
+  pc.set_sh_reg(pm4::reg::COMPUTE_RESTART_X, zero3);
+  const std::uint32_t user_at = pc.size() + 2;  // past the SET_SH_REG's header and register
+  const auto user = user_sgprs(t, b);  // patched per launch
+  if (t.user_sgprs) pc.set_sh_reg(pm4::reg::COMPUTE_USER_DATA_0, std::span(user).first(t.user_sgprs));
+  pc.set_sh_reg(pm4::reg::COMPUTE_RESOURCE_LIMITS, 0);
+  pc.set_sh_reg(pm4::reg::COMPUTE_START_X, start_threads);
+  pc.dispatch_direct(l.groups[0], l.groups[1], l.groups[2], t.wave32);
+  pc.cs_partial_flush();  // the next part starts once this dispatch has completed
+  b.packets.assign(words.begin(), words.begin() + pc.size());
+  b.user_at = user_at;
+  for (bool timed : {false, true}) {  // the lone values, as submit_parts would write them
+    auto& lone = b.lone[timed];
+    auto& w = lone.words;
+    auto at = [&] { return std::uint32_t(w.size()); };
+    w.assign(head().begin(), head().end());
+    if (timed) lone.stamps_at[0] = at() + pm4::kReleaseMemAddress, w.insert(w.end(), stamp_.begin(), stamp_.end());
+    lone.packets_at = at(), lone.user_at = at() + user_at;
+    w.insert(w.end(), b.packets.begin(), b.packets.end());
+    if (timed) lone.stamps_at[1] = at() + pm4::kReleaseMemAddress, w.insert(w.end(), stamp_.begin(), stamp_.end());
+    lone.word_at = at() + pm4::kReleaseMemData;
+    w.insert(w.end(), tail_.begin(), tail_.end());
+  }
+  std::memcpy(b.geometry.data(), geometry(l), kGeometryBytes);
+  b.scratch_address = scratch_.address, b.scratch_bytes = scratch_.bytes;
+  b.valid = true;
+}
+
+void Device::copy(sdma::Sdma& ps, const rig_copy& c) {
+  for (std::uint32_t b = 0; b < c.count; ++b) {
+    const auto& box = c.boxes[b];
+    if (!box.rows || !box.width) continue;
+    bool flat = box.src_pitch == box.width && box.dst_pitch == box.width;
+    std::uint64_t rows = flat ? 1 : box.rows, bytes = flat ? box.rows * box.width : box.width;
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      std::uint64_t dst = c.dst + box.dst_offset + r * box.dst_pitch;
+      if (c.fill >= 0) ps.fill(dst, std::uint8_t(c.fill), bytes);
+      else ps.copy_linear(dst, c.src + box.src_offset + r * box.src_pitch, bytes);
+    }
+  }
+}
+
+void Device::build_value_packets() {
+  pm4::Pm4 head(gen_, head_);
+  head.cs_partial_flush();
+  head.acquire_mem();
+  head_dwords_ = head.size();
+  value_dwords_ = kValueDwords - kAcquireDwords + (1 + pm4::acquire_mem_body(gen_));
+  pm4::Pm4 tail(gen_, tail_);
+  tail.release_mem({reinterpret_cast<std::uint64_t>(word_), 0, pm4::DataSel::Data64, pm4::IntSel::None, 0, true});
+  tail.release_mem({mailbox_, signal_event_, pm4::DataSel::Low32, pm4::IntSel::InterruptAfterWriteConfirm,
+                    signal_event_, false});
+  pm4::Pm4(gen_, stamp_).release_mem(
+      {control_.address + kStamps, 0, pm4::DataSel::GpuClock, pm4::IntSel::None, 0, false});
+}
+
+
+}  // namespace rig::amd::driver
