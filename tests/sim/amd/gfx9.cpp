@@ -560,7 +560,7 @@ std::uint32_t Runner::sread(const Wave& w, std::uint32_t c, const Inst& in) cons
 std::uint64_t Runner::sread64(const Wave& w, std::uint32_t c, const Inst& in, bool wide_float) const {
   if (c < kSgprs) {
     if (c + 1 >= kSgprs) fail(fmt::format("{}: SGPR pair s[{}:{}] past s101", in.name, c, c + 1));
-    sgpr_check(w, c + 1);
+    sgpr_check(w, c), sgpr_check(w, c + 1);
     return std::uint64_t(w.s[c + 1]) << 32 | w.s[c];
   }
   if (c == FLAT_SCRATCH_LO || c == XNACK_MASK_LO || c == VCC_LO) return std::uint64_t(w.s[c + 1]) << 32 | w.s[c];
@@ -585,7 +585,7 @@ void Runner::swrite(Wave& w, std::uint32_t c, std::uint32_t value) {
 void Runner::swrite64(Wave& w, std::uint32_t c, std::uint64_t value) {
   if (c < kSgprs && c + 1 >= kSgprs) fail(fmt::format("an SGPR pair s[{}:{}] past s101", c, c + 1));
   if (c < kSgprs || c == FLAT_SCRATCH_LO || c == XNACK_MASK_LO || c == VCC_LO) {
-    sgpr_check(w, c + 1);
+    sgpr_check(w, c), sgpr_check(w, c + 1);
     w.s[c] = std::uint32_t(value), w.s[c + 1] = std::uint32_t(value >> 32);
   } else if (c == EXEC_LO) {
     w.exec = value;
@@ -790,7 +790,7 @@ void Runner::smem(Wave& w, const Inst& in) {
   address &= ~3ull;
   std::uint32_t n = 1u << in.op;  // dwords: 1, 2, 4, 8, 16
   if (sdata + n > kSgprs) fail(fmt::format("{} into s{}..s{}, past s101", in.name, sdata, sdata + n - 1));
-  sgpr_check(w, sdata + n - 1);
+  sgpr_check(w, sdata), sgpr_check(w, sdata + n - 1);
   auto* p = memory(address, n * 4, false, in.name);
   std::memcpy(&w.s[sdata], p, n * 4);
 }
@@ -1176,7 +1176,7 @@ void Runner::ds(Wave& w, Group& g, const Inst& in) {
           std::uint32_t and_mask = offset & 31, or_mask = (offset >> 5) & 31, xor_mask = (offset >> 10) & 31;
           from = (l & 32) | int((((std::uint32_t(l) & 31) & and_mask) | or_mask) ^ xor_mask);
         }
-        result[std::size_t(l)] = (lanes >> from & 1) ? vgpr(w, d0, from) : 0;
+        result[std::size_t(l)] = (lanes >> from & 1) ? vgpr(w, addr, from) : 0;  // the value is in the ADDR field
       } else if (in.op == 63) {  // ds_bpermute_b32: read the lane the address names
         int from = int(((vgpr(w, addr, l) + offset) >> 2) & 63);
         result[std::size_t(l)] = (lanes >> from & 1) ? vgpr(w, d0, from) : 0;
