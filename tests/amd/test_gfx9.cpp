@@ -131,8 +131,9 @@ struct Kernel {
   rig::amd::Kernel kernel;
   std::uint64_t next_buffer = 0x1000000;
 
-  Kernel(const std::string& file, const std::string& name, std::uint32_t threads, std::uint32_t groups) {
-    std::string bytes = built(file);
+  Kernel(gfx9::Target target, const std::string& name, std::uint32_t threads, std::uint32_t groups) {
+    std::string bytes = built(target == gfx9::Target::gfx942 ? "gfx9_kernels_gfx942.co" : "gfx9_kernels_gfx90a.co");
+    d.target = target;
     std::span<const std::byte> elf(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size());
     auto object = rig::amd::read_code_object(elf);
     REQUIRE_MESSAGE(object, object.error());
@@ -157,7 +158,10 @@ struct Kernel {
     using KD = rig::amd::KernelDescriptor;
     std::uint32_t s = 0;
     auto pair = [&](std::uint64_t v) { d.user_data[s] = std::uint32_t(v), d.user_data[s + 1] = std::uint32_t(v >> 32), s += 2; };
-    if (kd.kernel_code_properties & KD::kPrivateSegmentBuffer) s += 4;
+    if (kd.kernel_code_properties & KD::kPrivateSegmentBuffer) {  // a V# with ADD_TID_ENABLE, from byte 0
+      d.user_data[0] = 0, d.user_data[1] = 0, d.user_data[2] = 0xffffffff, d.user_data[3] = 1u << 23;
+      s = 4;
+    }
     if (kd.kernel_code_properties & KD::kDispatchPtr) pair(0);
     if (kd.kernel_code_properties & KD::kQueuePtr) pair(0);
     if (kd.kernel_code_properties & KD::kKernargSegmentPtr) pair(kKernargAt);
@@ -191,6 +195,9 @@ std::uint32_t mix(std::uint32_t x) {  // a fixed scramble for test inputs
 
 std::vector<std::uint32_t> words_of(std::initializer_list<std::uint32_t> w) { return w; }
 
+constexpr gfx9::Target kTargets[] = {gfx9::Target::gfx942, gfx9::Target::gfx90a};
+std::string target_name(gfx9::Target t) { return t == gfx9::Target::gfx942 ? "gfx942" : "gfx90a"; }
+
 }  // namespace
 
 TEST_CASE("the decoder names every instruction of its gfx942 subset as LLVM does") {
@@ -203,6 +210,10 @@ TEST_CASE("the decoder names every instruction of its gfx90a subset as LLVM does
 
 TEST_CASE("the decoder names every instruction of the kernels compiled for gfx942 as LLVM does") {
   check_listing(gfx9::Target::gfx942, "gfx9_kernels_gfx942.dis");
+}
+
+TEST_CASE("the decoder names every instruction of the kernels compiled for gfx90a as LLVM does") {
+  check_listing(gfx9::Target::gfx90a, "gfx9_kernels_gfx90a.dis");
 }
 
 TEST_CASE("the decoder keeps each processor's own instructions to that processor") {
@@ -300,7 +311,7 @@ TEST_CASE("the interpreter faults on a VGPR or SGPR the dispatch did not allocat
   p.d.rsrc1 = 0 | 2 << 6;  // 8 VGPRs: the program uses v10 first
   auto outcome = gfx9::run(p.d, p.memory, no_stop);
   CHECK(!outcome.ok);
-  CHECK(outcome.fault == "v_lshlrev_b32 at 0x100000: VGPR v10 outside the 8 the dispatch allocated (group 0,0,0)");
+  CHECK(outcome.fault == "v_lshlrev_b32_e32 at 0x100000: VGPR v10 outside the 8 the dispatch allocated (group 0,0,0)");
   p.d.rsrc1 = 1;  // 8 SGPRs: the program uses s20 next
   outcome = gfx9::run(p.d, p.memory, no_stop);
   CHECK(!outcome.ok);
@@ -346,8 +357,10 @@ TEST_CASE("the interpreter refuses a wave32 dispatch and stops when asked") {
   CHECK(outcome.fault.starts_with("stopped"));
 }
 
-TEST_CASE("a prefix sum across two waves with barriers matches the host's") {
-  Kernel k("gfx9_kernels_gfx942.co", "scan128", 128, 2);
+TEST_CASE("a prefix sum across two waves with barriers matches the host's, on gfx942 and gfx90a") {
+  for (auto target : kTargets) {
+  CAPTURE(target_name(target));
+  Kernel k(target, "scan128", 128, 2);
   std::vector<std::uint32_t> in(256), out(256, 0);
   for (std::uint32_t i = 0; i < 256; ++i) in[i] = mix(i) % 1000;
   k.buffer(0, in);
@@ -363,9 +376,12 @@ TEST_CASE("a prefix sum across two waves with barriers matches the host's") {
     }
   }
 }
+}
 
-TEST_CASE("64-bit compares in loops match the host's walk") {
-  Kernel k("gfx9_kernels_gfx942.co", "walk64", 64, 2);
+TEST_CASE("64-bit compares in loops match the host's walk, on gfx942 and gfx90a") {
+  for (auto target : kTargets) {
+  CAPTURE(target_name(target));
+  Kernel k(target, "walk64", 64, 2);
   std::vector<std::uint64_t> seed(128), peak(128, 0);
   for (std::uint32_t i = 0; i < 128; ++i) seed[i] = (std::uint64_t(mix(i)) << 20) | mix(i + 1000) % 4096;
   const std::uint64_t limit = 1000;
@@ -390,9 +406,12 @@ TEST_CASE("64-bit compares in loops match the host's walk") {
     CHECK(peaks[i] == top);
   }
 }
+}
 
-TEST_CASE("lane exchanges by ds_bpermute, ds_swizzle and DPP match the host's") {
-  Kernel k("gfx9_kernels_gfx942.co", "exchange", 64, 1);
+TEST_CASE("lane exchanges by ds_bpermute, ds_swizzle and DPP match the host's, on gfx942 and gfx90a") {
+  for (auto target : kTargets) {
+  CAPTURE(target_name(target));
+  Kernel k(target, "exchange", 64, 1);
   std::vector<std::uint32_t> in(64);
   for (std::uint32_t i = 0; i < 64; ++i) in[i] = mix(i + 7);
   k.buffer(0, in);
@@ -409,9 +428,12 @@ TEST_CASE("lane exchanges by ds_bpermute, ds_swizzle and DPP match the host's") 
     CHECK(got[4 * t + 3] == (t % 16 == 0 ? in[t] : in[t - 1]));
   }
 }
+}
 
-TEST_CASE("float and double arithmetic and conversions match the host's") {
-  Kernel k("gfx9_kernels_gfx942.co", "math", 64, 2);
+TEST_CASE("float and double arithmetic and conversions match the host's, on gfx942 and gfx90a") {
+  for (auto target : kTargets) {
+  CAPTURE(target_name(target));
+  Kernel k(target, "math", 64, 2);
   // Inputs with few significant bits, so that every result is exact with or without fused
   // multiply-adds.
   std::vector<double> a(128), b(128);
@@ -442,9 +464,12 @@ TEST_CASE("float and double arithmetic and conversions match the host's") {
     CHECK(kk[i] == std::int64_t(x * 1000.0) + (std::int64_t(i) << 40));
   }
 }
+}
 
-TEST_CASE("global, flat and LDS atomics and a compare-and-swap loop match the host's") {
-  Kernel k("gfx9_kernels_gfx942.co", "atomics", 128, 2);
+TEST_CASE("global, flat and LDS atomics and a compare-and-swap loop match the host's, on gfx942 and gfx90a") {
+  for (auto target : kTargets) {
+  CAPTURE(target_name(target));
+  Kernel k(target, "atomics", 128, 2);
   std::vector<std::uint32_t> in(256);
   for (std::uint32_t i = 0; i < 256; ++i) in[i] = mix(i + 99) % 100000;
   k.buffer(0, in);
@@ -463,9 +488,12 @@ TEST_CASE("global, flat and LDS atomics and a compare-and-swap loop match the ho
   std::sort(tickets.begin(), tickets.end());
   for (std::uint32_t i = 0; i < 256; ++i) CHECK(tickets[i] == i);
 }
+}
 
-TEST_CASE("a private array in scratch matches the host's") {
-  Kernel k("gfx9_kernels_gfx942.co", "private_array", 64, 2);
+TEST_CASE("a private array in scratch matches the host's, on gfx942 and gfx90a") {
+  for (auto target : kTargets) {
+  CAPTURE(target_name(target));
+  Kernel k(target, "private_array", 64, 2);
   REQUIRE(k.d.private_bytes >= 48 * 4);
   std::vector<std::uint32_t> in(128);
   for (std::uint32_t i = 0; i < 128; ++i) in[i] = mix(i + 5);
@@ -483,4 +511,5 @@ TEST_CASE("a private array in scratch matches the host's") {
     CAPTURE(i);
     CHECK(got[i] == sum);
   }
+}
 }

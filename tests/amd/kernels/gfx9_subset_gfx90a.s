@@ -498,3 +498,19 @@ s_load_dword s1, s[2:3], s4
 s_mov_b32 s1, 0x12345678
 v_mov_b32_e32 v1, 0x12345678
 s_mov_b64 s[0:1], src_private_base
+buffer_load_ubyte v1, off, s[0:3], 0
+buffer_load_sbyte v1, off, s[0:3], 0
+buffer_load_ushort v1, off, s[0:3], 0
+buffer_load_sshort v1, off, s[0:3], 0
+buffer_load_dword v1, v2, s[0:3], s4 offen offset:8
+buffer_load_dwordx2 v[2:3], off, s[0:3], 0
+buffer_load_dwordx3 v[2:4], off, s[0:3], 0
+buffer_load_dwordx4 v[2:5], off, s[0:3], 0
+buffer_store_byte v1, off, s[0:3], 0
+buffer_store_short v1, off, s[0:3], 0
+buffer_store_dword v1, off, s[0:3], 0 offset:16
+buffer_store_dwordx2 v[2:3], off, s[0:3], 0
+buffer_store_dwordx3 v[2:4], off, s[0:3], 0
+buffer_store_dwordx4 v[2:5], v1, s[0:3], s5 offen
+v_pk_mov_b32 v[0:1], v[2:3], v[4:5] op_sel:[1,0]
+v_pk_mov_b32 v[6:7], v[2:3], v[2:3] op_sel:[0,1]

@@ -37,7 +37,7 @@ enum : std::uint32_t {
 // VOP3 numbers VOPC at op, VOP2 at 256 + op, VOP1 at 320 + op, its own from 448.
 constexpr std::uint32_t kVop3Vop2 = 256, kVop3Vop1 = 320, kVop3Own = 448;
 
-enum class Family { SOP1, SOP2, SOPC, SOPK, SOPP, SMEM, VOP1, VOP2, VOPC, VOP3, DS, FLAT, MUBUF };
+enum class Family { SOP1, SOP2, SOPC, SOPK, SOPP, SMEM, VOP1, VOP2, VOPC, VOP3, VOP3P, DS, FLAT, MUBUF };
 
 struct Inst {
   Family family;
@@ -178,6 +178,7 @@ const char* family_name(Family f) {
     case Family::VOP2: return "VOP2";
     case Family::VOPC: return "VOPC";
     case Family::VOP3: return "VOP3";
+    case Family::VOP3P: return "VOP3P";
     case Family::DS: return "DS";
     case Family::FLAT: return "FLAT";
     case Family::MUBUF: return "MUBUF";
@@ -202,6 +203,11 @@ constexpr Vop3pName kMfma[] = {{64, "v_mfma_f32_32x32x1f32", "v_mfma_f32_32x32x1
                                {77, "v_mfma_f32_16x16x16f16", "v_mfma_f32_16x16x16_f16"},
                                {110, "v_mfma_f64_16x16x4f64", "v_mfma_f64_16x16x4_f64"}};
 constexpr std::uint32_t kVop3pAccRead = 88, kVop3pAccWrite = 89, kVop3pFirstMfma = 64;
+constexpr std::uint32_t kVop3pMovB32 = 51;  // v_pk_mov_b32, the one VOP3P operation simulated
+
+// MUBUF loads and stores share FLAT's opcode numbers (16..31) and names.
+constexpr std::uint32_t kBufferFirst = 16, kBufferLast = 31;
+constexpr std::uint32_t kAddTidEnableBit = 23;  // SQ_BUF_RSRC_WORD3.ADD_TID_ENABLE (GFX9)
 
 struct DecodeError {
   std::string why;
@@ -279,6 +285,14 @@ std::variant<Inst, DecodeError> decode(Target target, const std::uint32_t* w, st
     case 0x34: {  // VOP3 (VOP3P within it)
       if (top9 == 0x1A7) {
         std::uint32_t op = (d >> 16) & 0x7f;
+        if (op == kVop3pMovB32) {
+          in.family = Family::VOP3P, in.op = op, in.name = "v_pk_mov_b32";
+          if (auto e = second("a 64-bit instruction")) return *e;
+          for (int k = 0; k < 3; ++k)
+            if (((in.w1 >> (9 * k)) & 0x1ff) == LITERAL)
+              return DecodeError{fmt::format("{}: a literal in VOP3P, which GFX9 does not encode (encoding {:#010x})", in.name, d)};
+          return in;
+        }
         for (auto& m : kMfma)
           if (m.op == op)
             return DecodeError{fmt::format("{}: MFMA is not simulated (encoding {:#010x})", cdna3 ? m.gfx942 : m.gfx90a, d)};
@@ -330,15 +344,33 @@ std::variant<Inst, DecodeError> decode(Target target, const std::uint32_t* w, st
     }
     case 0x38:
       in.family = Family::MUBUF, in.op = (d >> 18) & 0x7f;
-      in.name = find(kMubuf, in.op);
+      in.name = in.op >= kBufferFirst && in.op <= kBufferLast ? find(kFlat, in.op) : find(kMubuf, in.op);
       if ((in.op == 41 && !cdna3) || (in.op == 63 && cdna3)) in.name = nullptr;
       if (!in.name)
-        return DecodeError{fmt::format("MUBUF opcode {}: buffer loads, stores and atomics are not simulated (encoding {:#010x})",
-                                       in.op, d)};
+        return DecodeError{fmt::format("MUBUF opcode {}: buffer atomics and formatted loads and stores are not simulated "
+                                       "(encoding {:#010x})", in.op, d)};
       if (auto e = second("a 64-bit instruction")) return *e;
+      if (in.op <= kBufferLast && ((in.w1 >> 23) & 1))
+        return DecodeError{fmt::format("buffer_{} on AGPRs is not simulated (encoding {:#010x})", in.name, d)};
+      if (in.op <= kBufferLast && ((d >> 16) & 1))
+        return DecodeError{fmt::format("buffer_{} into LDS is not simulated (encoding {:#010x})", in.name, d)};
       return in;
   }
   return DecodeError{fmt::format("an encoding the interpreter does not know: {:#010x}", d)};
+}
+
+// The instruction's name as llvm-objdump prints it.
+std::string display_name(const Inst& in) {
+  switch (in.family) {
+    case Family::FLAT: return fmt::format("{}_{}", segment_prefix((in.w0 >> 14) & 3), in.name);
+    case Family::MUBUF: return in.op <= kBufferLast ? fmt::format("buffer_{}", in.name) : in.name;
+    case Family::VOP1:
+      if (in.op == 2 && !in.dpp) return in.name;  // v_readfirstlane_b32 has no _e32
+      [[fallthrough]];
+    case Family::VOP2: case Family::VOPC: return fmt::format("{}{}", in.name, in.dpp ? "_dpp" : "_e32");
+    case Family::VOP3: return in.op < kVop3Own ? fmt::format("{}_e64", in.name) : in.name;
+    default: return in.name;
+  }
 }
 
 // ---- Execution.
@@ -505,6 +537,8 @@ class Runner {
   void valu(Wave& w, const Inst& in);
   void ds(Wave& w, Group& g, const Inst& in);
   void flat(Wave& w, Group& g, const Inst& in);
+  void mubuf(Wave& w, const Inst& in);
+  void vop3p(Wave& w, const Inst& in);
 
   std::byte* memory(std::uint64_t address, std::size_t n, bool write, const std::string& name) {
     auto* p = mem_.at(address, n, write);
@@ -1331,6 +1365,77 @@ void Runner::flat(Wave& w, Group& g, const Inst& in) {
   }
 }
 
+// MUBUF loads and stores through a buffer resource (V#) in four SGPRs: base in words 0..1
+// (48 bits), stride in word 1's bits 29:16, num_records in word 2, ADD_TID_ENABLE in word 3's
+// bit 23. A V# with ADD_TID_ENABLE is a private segment buffer, as the CP gives a kernel: it
+// addresses each lane's own private bytes from its base (the hardware's per-lane swizzle is
+// below this model). Other buffers are raw (no stride, no index): a lane's bytes beyond
+// num_records read as zero and are not written, as the ISA bounds buffers.
+void Runner::mubuf(Wave& w, const Inst& in) {
+  const std::uint32_t op = in.op, inst_offset = in.w0 & 0xfff;
+  const bool offen = (in.w0 >> 12) & 1, idxen = (in.w0 >> 13) & 1;
+  const std::uint32_t vaddr = in.w1 & 0xff, vdata = (in.w1 >> 8) & 0xff, srsrc = ((in.w1 >> 16) & 0x1f) * 4;
+  const std::uint32_t soffset = in.w1 >> 24;
+  const std::string name = fmt::format("buffer_{}", in.name);
+  if (srsrc + 3 >= kSgprs) fail(fmt::format("a buffer resource s[{}:{}] past s101", srsrc, srsrc + 3));
+  std::uint32_t v[4];
+  for (std::uint32_t k = 0; k < 4; ++k) v[k] = sgpr_read(w, srsrc + k);
+  const std::uint64_t base = std::uint64_t(v[1] & 0xffff) << 32 | v[0];
+  const std::uint32_t stride = (v[1] >> 16) & 0x3fff, records = v[2];
+  const bool private_buffer = (v[3] >> kAddTidEnableBit) & 1;
+  if (idxen || (stride && !private_buffer)) fail(fmt::format("{} on a structured (indexed or strided) buffer is not simulated", name));
+  const bool store = op >= 24;
+  const std::uint32_t bytes = op == 16 || op == 17 || op == 24 ? 1 : op == 18 || op == 19 || op == 26 ? 2
+                            : op == 21 || op == 29 ? 8 : op == 22 || op == 30 ? 12 : op == 23 || op == 31 ? 16 : 4;
+  const std::uint64_t lanes = w.exec;
+  for (int l = 0; l < kLanes; ++l) {
+    if (!(lanes >> l & 1)) continue;
+    std::uint64_t offset = std::uint64_t(sread(w, soffset, in)) + inst_offset + (offen ? vgpr(w, vaddr, l) : 0);
+    std::byte* p = nullptr;
+    std::byte zeros[16] = {};
+    if (private_buffer) {
+      p = priv(w, l, base + offset, bytes, name);
+    } else if (offset + bytes > records) {
+      if (store) continue;
+      p = zeros;
+    } else {
+      p = memory(base + offset, bytes, store, name);
+    }
+    if (store) {
+      for (std::uint32_t k = 0; k < bytes; k += 4) {
+        std::uint32_t x = vgpr(w, vdata + k / 4, l);
+        std::memcpy(p + k, &x, std::min<std::uint32_t>(4, bytes - k));
+      }
+    } else if (bytes < 4) {
+      std::uint32_t x = 0;
+      std::memcpy(&x, p, bytes);
+      if (op == 17) x = std::uint32_t(std::int32_t(std::int8_t(x)));
+      if (op == 19) x = std::uint32_t(std::int32_t(std::int16_t(x)));
+      vgpr(w, vdata, l) = x;
+    } else {
+      for (std::uint32_t k = 0; k < bytes; k += 4) std::memcpy(&vgpr(w, vdata + k / 4, l), p + k, 4);
+    }
+  }
+}
+
+// v_pk_mov_b32: D[31:0] = S0's half op_sel[0] picks, D[63:32] = S1's half op_sel[1] picks.
+void Runner::vop3p(Wave& w, const Inst& in) {
+  const std::uint32_t vdst = in.w0 & 0xff, op_sel = (in.w0 >> 11) & 7;
+  const std::uint32_t s0 = in.w1 & 0x1ff, s1 = (in.w1 >> 9) & 0x1ff;
+  if ((in.w1 >> 29) || ((in.w0 >> 8) & 7)) fail(fmt::format("{} with -neg is not simulated", in.name));
+  if ((in.w0 >> 15) & 1) fail(fmt::format("{} with clamp is not simulated", in.name));
+  std::array<std::uint64_t, kLanes> out{};
+  const std::uint64_t lanes = w.exec;
+  for (int l = 0; l < kLanes; ++l) {
+    if (!(lanes >> l & 1)) continue;
+    std::uint64_t a = vsrc64(w, s0, l, in, false), b = vsrc64(w, s1, l, in, false);
+    std::uint32_t lo = std::uint32_t((op_sel & 1) ? a >> 32 : a), hi = std::uint32_t((op_sel & 2) ? b >> 32 : b);
+    out[std::size_t(l)] = std::uint64_t(hi) << 32 | lo;
+  }
+  for (int l = 0; l < kLanes; ++l)
+    if (lanes >> l & 1) vgpr(w, vdst, l) = std::uint32_t(out[std::size_t(l)]), vgpr(w, vdst + 1, l) = std::uint32_t(out[std::size_t(l)] >> 32);
+}
+
 // ---- Waves and groups.
 
 void Runner::step(Wave& w, Group& g) {
@@ -1363,10 +1468,13 @@ void Runner::step(Wave& w, Group& g) {
       case Family::VOP1: case Family::VOP2: case Family::VOPC: case Family::VOP3: valu(w, in); break;
       case Family::DS: ds(w, g, in); break;
       case Family::FLAT: flat(w, g, in); break;
-      case Family::MUBUF: break;  // cache write-backs and invalidations: memory is always coherent here
+      case Family::VOP3P: vop3p(w, in); break;
+      case Family::MUBUF:  // cache write-backs and invalidations do nothing: memory is always coherent here
+        if (in.op <= kBufferLast) mubuf(w, in);
+        break;
     }
   } catch (Fault& f) {
-    if (!f.page) f.why = fmt::format("{} at {:#x}: {}", in.name, w.pc, f.why);
+    if (!f.page) f.why = fmt::format("{} at {:#x}: {}", display_name(in), w.pc, f.why);
     throw;
   }
   w.pc += 4 * in.length;
@@ -1403,6 +1511,8 @@ void Runner::group(std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
     if (d_.rsrc2 >> 8 & 1) system(gy, "the workgroup id");
     if (d_.rsrc2 >> 9 & 1) system(gz, "the workgroup id");
     if (d_.rsrc2 >> 10 & 1) system(waves, "the workgroup info");  // TG_SIZE_EN: the group's wave count
+    // SCRATCH_EN: the private segment wave offset, 0 as each lane's private bytes start at 0.
+    if (d_.rsrc2 & 1) system(0, "the private segment wave offset");
     for (int l = 0; l < kLanes; ++l) {
       std::uint32_t t = n * kLanes + std::uint32_t(l);
       if (t >= threads) continue;
@@ -1465,15 +1575,7 @@ std::string mnemonic(Target target, const std::uint32_t* words, std::size_t avai
   auto d = decode(target, words, available);
   if (auto* in = std::get_if<Inst>(&d)) {
     length = in->length;
-    switch (in->family) {
-      case Family::FLAT: return fmt::format("{}_{}", segment_prefix((in->w0 >> 14) & 3), in->name);
-      case Family::VOP1:
-        if (in->op == 2 && !in->dpp) return in->name;  // v_readfirstlane_b32 has no _e32
-        [[fallthrough]];
-      case Family::VOP2: case Family::VOPC: return fmt::format("{}{}", in->name, in->dpp ? "_dpp" : "_e32");
-      case Family::VOP3: return in->op < kVop3Own ? fmt::format("{}_e64", in->name) : in->name;
-      default: return in->name;
-    }
+    return display_name(*in);
   }
   length = 1;
   if (why) *why = std::get<DecodeError>(d).why;

@@ -6,13 +6,15 @@
 // pair, v_cmpx writes EXEC as well), 64-bit integer and f64 arithmetic, DPP on VOP1/VOP2/VOPC
 // (quad_perm, row_shl/shr/ror, wave_shl/shr/rol/ror, row_mirror, row_half_mirror,
 // row_bcast:15/31), LDS (DS) loads, stores, atomics and lane exchanges (ds_swizzle_b32,
-// ds_permute_b32, ds_bpermute_b32), FLAT, GLOBAL and SCRATCH loads, stores and atomics, and
-// the waits, barriers and cache write-backs and invalidations around them, which it treats as
+// ds_permute_b32, ds_bpermute_b32), FLAT, GLOBAL and SCRATCH loads, stores and atomics, MUBUF
+// loads and stores on raw buffers and on the private segment buffer, v_pk_mov_b32, and the
+// waits, barriers and cache write-backs and invalidations around them, which it treats as
 // ordering it already has (every instruction completes before the next). A group's waves run
 // one at a time, each until it ends or reaches s_barrier.
 //
-// Refused, naming what: SDWA operands, VOP3P (MFMA and the AGPR moves among them: "MFMA is
-// not simulated"), loads and stores to AGPRs, MUBUF other than cache control, and any
+// Refused, naming what: SDWA operands, VOP3P but v_pk_mov_b32 (MFMA and the AGPR moves among
+// them: "MFMA is not simulated"), loads and stores to AGPRs, MUBUF atomics, formatted and
+// structured (indexed or strided) buffer access, and any
 // encoding or opcode outside the subset (the fault names the encoding and the opcode). A
 // memory access outside mapped memory faults the dispatch naming the address; an access to an
 // SGPR, VGPR, LDS byte or private byte the dispatch did not allocate faults it naming the
@@ -20,8 +22,11 @@
 //
 // Private memory: SCRATCH instructions address each work-item's own `private_bytes` bytes
 // (offset 0 is its first byte; the hardware's FLAT_SCRATCH base and swizzle are below this
-// model). FLAT addresses in the private aperture (src_private_base) reach the same bytes, and
-// those in the shared aperture (src_shared_base) reach the group's LDS.
+// model). FLAT addresses in the private aperture (src_private_base) reach the same bytes, as
+// do MUBUF accesses through a buffer resource with ADD_TID_ENABLE (word 3, bit 23), which
+// address them from the resource's base: the private segment buffer a gfx90a kernel gets in
+// its first user SGPRs (the private segment wave offset SGPR is 0). FLAT addresses in the
+// shared aperture (src_shared_base) reach the group's LDS.
 #pragma once
 
 #include <array>
