@@ -102,7 +102,7 @@ std::atomic<bool> no_stop{false};
 // ---- The semantics program.
 
 constexpr std::uint64_t kCodeAt = 0x100000, kOutAt = 0x200000, kKernargAt = 0x300000;
-constexpr std::uint32_t kBlocks = 17;
+constexpr std::uint32_t kBlocks = 21;
 
 struct Program {
   Ranges memory;
@@ -113,7 +113,7 @@ struct Program {
     std::memcpy(memory.ranges[kCodeAt].data(), code.data(), code.size());
     memory.ranges[kOutAt].assign(kBlocks * 256, std::byte{0});
     d.code = kCodeAt;
-    d.rsrc1 = 1 | 2 << 6;        // 16 VGPRs, 24 SGPRs
+    d.rsrc1 = 1 | 3 << 6;        // 16 VGPRs, 32 SGPRs
     d.rsrc2 = 2 << 1 | 2 << 15;  // 2 user SGPRs, 1024 bytes of LDS
     d.user_data[0] = std::uint32_t(kOutAt), d.user_data[1] = 0;
     d.threads[0] = 64;
@@ -241,9 +241,9 @@ TEST_CASE("the decoder refuses MFMA, AGPR, SDWA and unknown encodings, naming th
   auto acc = words_of({0xd3d84001, 0x18000102});  // v_accvgpr_read_b32 v1, a2
   gfx9::mnemonic(gfx9::Target::gfx942, acc.data(), 2, length, &why);
   CHECK(why == "v_accvgpr_read_b32: AGPR moves are not simulated (encoding 0xd3d84001)");
-  auto pk = words_of({0xd3b24000, 0x18020902});  // v_pk_add_f32 v[0:1], v[2:3], v[4:5]
+  auto pk = words_of({0xd38a4000, 0x18020501});  // v_pk_add_u16 v0, v1, v2
   gfx9::mnemonic(gfx9::Target::gfx942, pk.data(), 2, length, &why);
-  CHECK(why == "unknown VOP3P instruction: opcode 50 (encoding 0xd3b24000)");
+  CHECK(why == "unknown VOP3P instruction: opcode 10 (encoding 0xd38a4000)");
   auto to_agpr = words_of({0xdc508000, 0x01ff0002});  // global_load_dword a1, v[2:3], off
   gfx9::mnemonic(gfx9::Target::gfx942, to_agpr.data(), 2, length, &why);
   CHECK(why == "global_load_dword on AGPRs is not simulated (encoding 0xdc508000)");
@@ -275,7 +275,8 @@ TEST_CASE("the interpreter computes what the ISA says on a program of scalar, ve
   REQUIRE_MESSAGE(outcome.ok, outcome.fault);
   auto b0 = p.block(0), b1 = p.block(1), b2 = p.block(2), b3 = p.block(3), b4 = p.block(4), b5 = p.block(5),
        b6 = p.block(6), b7 = p.block(7), b8 = p.block(8), b9 = p.block(9), b10 = p.block(10), b11 = p.block(11),
-       b12 = p.block(12), b13 = p.block(13), b14 = p.block(14), b15 = p.block(15), b16 = p.block(16);
+       b12 = p.block(12), b13 = p.block(13), b14 = p.block(14), b15 = p.block(15), b16 = p.block(16),
+       b17 = p.block(17), b18 = p.block(18), b19 = p.block(19), b20 = p.block(20);
   CHECK(b1[0] == 0);
   CHECK(b1[1] == 0xffffff00u);
   CHECK(b11[0] == 40);
@@ -303,12 +304,17 @@ TEST_CASE("the interpreter computes what the ISA says on a program of scalar, ve
     CHECK(b13[l] == 7 * l);
     CHECK(b14[l] == 2 * l);
     CHECK(b15[l] == 10 + l * (l - 1) / 2);
+    CHECK(b17[l] == 2 * l * l + 4 * l);
+    std::uint32_t x16 = (l - 3) & 0xffff;
+    CHECK(b18[l] == ((x16 < 100 ? 1u << 31 : 0u) | x16));
+    CHECK(b19[l] == (l << 16 | (1 + l / 2) << 8 | (3 * l + 7)));
+    CHECK(b20[l] == std::uint32_t(-57));
   }
 }
 
 TEST_CASE("the interpreter faults on a VGPR or SGPR the dispatch did not allocate") {
   Program p;
-  p.d.rsrc1 = 0 | 2 << 6;  // 8 VGPRs: the program uses v10 first
+  p.d.rsrc1 = 0 | 3 << 6;  // 8 VGPRs: the program uses v10 first
   auto outcome = gfx9::run(p.d, p.memory, no_stop);
   CHECK(!outcome.ok);
   CHECK(outcome.fault == "v_lshlrev_b32_e32 at 0x100000: VGPR v10 outside the 8 the dispatch allocated (group 0,0,0)");

@@ -1,5 +1,6 @@
 // gfx9_program.s — a program for the CDNA interpreter's semantics test (test_gfx9.cpp): one
-// wave of 64 lanes, s[0:1] the address of the output (17 blocks of 64 dwords, block k at byte k * 256),
+// wave of 64 lanes, s[0:1] the address of the output (21 blocks of 64 dwords, block k at byte k * 256; blocks 17 on are
+// stored through s[24:25], the address of block 16),
 // v0 the lane's work-item id. Each block computes a value per lane (or one in lane 0) and
 // stores it; the test compares with what the MI300 ISA says it must be.
   v_lshlrev_b32 v10, 2, v0                // v10: the lane's byte offset in a block
@@ -123,6 +124,66 @@
   global_store_dword v4, v8, s[0:1] offset:4
   s_mov_b64 exec, s[20:21]
   global_store_dword v10, v5, s[0:1] offset:3840
+// Block 17: packed f32 on v[4:5] = (lane, 2 lane): v[6:7] = (lane^2, 4 lane^2) by v_pk_mul_f32;
+// v_pk_add_f32 with op_sel:[1,0] and neg_hi:[0,1] gives v[8:9] = (2 lane + lane^2, 2 lane - 4 lane^2);
+// v_pk_fma_f32 gives (2 lane^2 + 2 lane, 2 lane); their sum as an integer, 2 lane^2 + 4 lane.
+  s_add_u32 s24, s0, 0x1000
+  s_addc_u32 s25, s1, 0
+  v_cvt_f32_u32_e32 v4, v0
+  v_add_f32_e32 v5, v4, v4
+  v_pk_mul_f32 v[6:7], v[4:5], v[4:5]
+  v_pk_add_f32 v[8:9], v[4:5], v[6:7] op_sel:[1,0] op_sel_hi:[1,1] neg_hi:[0,1]
+  v_pk_fma_f32 v[6:7], v[4:5], v[4:5], v[8:9]
+  v_add_f32_e32 v3, v6, v7
+  v_cvt_u32_f32_e32 v3, v3
+  global_store_dword v10, v3, s[24:25] offset:256
+// Block 18: 16-bit integers: (lane - 3) as u16 (wraps below 3), and v_cmp_lt_u16 of it against 100 into the top bit.
+  v_sub_u16_e64 v3, v0, 3
+  v_cmp_gt_u16_e32 vcc, 0x64, v3
+  v_cndmask_b32_e64 v4, 0, 1, vcc
+  v_lshl_or_b32 v3, v4, 31, v3
+  global_store_dword v10, v3, s[24:25] offset:512
+// Block 19: LDS: write2st64 of (lane, lane + 7) 256 bytes apart, read2st64 back; ds_add_f32 of 0.5 per lane on one word
+//   (from 1.0) returning the old value; ds_add_rtn_u64 of 2^32 + 1 per lane on a pair (from 0); packed
+//   as (lane << 16) | ((1 + lane / 2) << 8) | (3 lane + 7).
+  v_lshlrev_b32 v5, 2, v0
+  v_add_u32_e32 v6, 7, v0
+  ds_write2st64_b32 v5, v0, v6 offset1:1
+  ds_read2st64_b32 v[6:7], v5 offset1:1
+  v_add_u32_e32 v3, v6, v7                // 2 lane + 7
+  v_mov_b32 v8, 0x300
+  v_mov_b32 v9, 1.0
+  v_mov_b32 v12, 0
+  v_mov_b32 v13, 0
+  s_mov_b64 exec, 1
+  ds_write_b32 v8, v9
+  ds_write_b64 v8, v[12:13] offset:8
+  s_mov_b64 exec, s[20:21]
+  v_mov_b32 v9, 0.5
+  ds_add_rtn_f32 v11, v8, v9
+  v_cvt_u32_f32_e32 v11, v11              // 1 + lane / 2, truncated
+  v_mov_b32 v12, 1
+  v_mov_b32 v13, 1
+  ds_add_rtn_u64 v[12:13], v8, v[12:13] offset:8   // lane, lane
+  v_lshlrev_b32 v11, 8, v11
+  v_lshl_or_b32 v3, v13, 16, v3
+  v_or_b32_e32 v3, v3, v11
+  v_add_u32_e32 v3, v3, v12
+  global_store_dword v10, v3, s[24:25] offset:768
+// Block 20: s_bfe_i64 of bits 32..39 of 0xff80_0000_0000 (sign-extended: -128), v_fma_f32, v_fmac_f32, v_cvt_f32_ubyte0.
+  s_mov_b32 s22, 0
+  s_mov_b32 s23, 0xff80
+  s_bfe_i64 s[22:23], s[22:23], 0x80020
+  v_mov_b32 v4, s22
+  v_mov_b32 v5, 0x40400000                // 3.0
+  v_fma_f32 v6, v5, v5, 1.0               // 10
+  v_fmac_f32_e32 v6, v5, v5               // 19
+  v_mov_b32 v7, 0x1234
+  v_cvt_f32_ubyte0_e32 v7, v7             // 52.0
+  v_add_f32_e32 v6, v6, v7                // 71
+  v_cvt_i32_f32_e32 v6, v6
+  v_add_u32_e32 v3, v4, v6                // -128 + 71 = -57
+  global_store_dword v10, v3, s[24:25] offset:1024
   s_endpgm
 double_v3:
   v_add_u32_e32 v3, v3, v3

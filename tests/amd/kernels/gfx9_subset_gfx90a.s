@@ -514,3 +514,63 @@ buffer_store_dwordx3 v[2:4], off, s[0:3], 0
 buffer_store_dwordx4 v[2:5], v1, s[0:3], s5 offen
 v_pk_mov_b32 v[0:1], v[2:3], v[4:5] op_sel:[1,0]
 v_pk_mov_b32 v[6:7], v[2:3], v[2:3] op_sel:[0,1]
+ds_write2st64_b32 v1, v2, v3 offset1:1
+ds_write2st64_b64 v1, v[2:3], v[4:5] offset1:1
+ds_read2st64_b32 v[2:3], v1 offset1:1
+ds_read2st64_b64 v[4:7], v1 offset1:1
+ds_add_f32 v1, v2
+ds_add_rtn_f32 v1, v2, v3
+ds_add_f64 v1, v[2:3]
+ds_add_rtn_f64 v[2:3], v1, v[4:5]
+ds_cmpst_rtn_b64 v[2:3], v1, v[4:5], v[6:7]
+ds_read_b96 v[4:6], v1
+ds_write_b96 v1, v[4:6]
+ds_add_u64 v1, v[2:3]
+ds_add_rtn_u64 v[2:3], v1, v[4:5]
+s_bfe_i64 s[2:3], s[4:5], s6
+v_cvt_f32_ubyte0_e32 v1, v2
+v_add_u16_e32 v1, v2, v3
+v_sub_u16_e32 v1, v2, v3
+v_mul_lo_u16_e32 v1, v2, v3
+v_lshrrev_b16_e32 v1, v2, v3
+v_lshlrev_b16_e32 v1, v2, v3
+v_min_u16_e32 v1, v2, v3
+v_max_u16_e32 v1, v2, v3
+v_sub_u16_e64 v3, v0, 3
+v_cmp_f_i16 vcc, v1, v2
+v_cmpx_f_i16 vcc, v1, v2
+v_cmp_lt_i16 vcc, v1, v2
+v_cmpx_lt_i16 vcc, v1, v2
+v_cmp_eq_i16 vcc, v1, v2
+v_cmpx_eq_i16 vcc, v1, v2
+v_cmp_le_i16 vcc, v1, v2
+v_cmpx_le_i16 vcc, v1, v2
+v_cmp_gt_i16 vcc, v1, v2
+v_cmpx_gt_i16 vcc, v1, v2
+v_cmp_ne_i16 vcc, v1, v2
+v_cmpx_ne_i16 vcc, v1, v2
+v_cmp_ge_i16 vcc, v1, v2
+v_cmpx_ge_i16 vcc, v1, v2
+v_cmp_t_i16 vcc, v1, v2
+v_cmpx_t_i16 vcc, v1, v2
+v_cmp_f_u16 vcc, v1, v2
+v_cmpx_f_u16 vcc, v1, v2
+v_cmp_lt_u16 vcc, v1, v2
+v_cmpx_lt_u16 vcc, v1, v2
+v_cmp_eq_u16 vcc, v1, v2
+v_cmpx_eq_u16 vcc, v1, v2
+v_cmp_le_u16 vcc, v1, v2
+v_cmpx_le_u16 vcc, v1, v2
+v_cmp_gt_u16 vcc, v1, v2
+v_cmpx_gt_u16 vcc, v1, v2
+v_cmp_ne_u16 vcc, v1, v2
+v_cmpx_ne_u16 vcc, v1, v2
+v_cmp_ge_u16 vcc, v1, v2
+v_cmpx_ge_u16 vcc, v1, v2
+v_cmp_t_u16 vcc, v1, v2
+v_cmpx_t_u16 vcc, v1, v2
+v_pk_fma_f32 v[0:1], v[2:3], v[4:5], v[6:7]
+v_pk_mul_f32 v[0:1], v[2:3], v[4:5]
+v_pk_add_f32 v[0:1], v[2:3], v[4:5]
+v_mac_f32_e32 v1, v2, v3
+v_mad_f32 v1, v2, v3, v4

@@ -67,8 +67,9 @@ constexpr Name kSop2[] = {{0, "s_add_u32"}, {1, "s_sub_u32"}, {2, "s_add_i32"}, 
     {15, "s_or_b64"}, {16, "s_xor_b32"}, {17, "s_xor_b64"}, {18, "s_andn2_b32"}, {19, "s_andn2_b64"},
     {20, "s_orn2_b32"}, {21, "s_orn2_b64"}, {28, "s_lshl_b32"}, {29, "s_lshl_b64"}, {30, "s_lshr_b32"},
     {31, "s_lshr_b64"}, {32, "s_ashr_i32"}, {33, "s_ashr_i64"}, {36, "s_mul_i32"}, {37, "s_bfe_u32"},
-    {38, "s_bfe_i32"}, {39, "s_bfe_u64"}, {44, "s_mul_hi_u32"}, {45, "s_mul_hi_i32"}, {46, "s_lshl1_add_u32"},
-    {47, "s_lshl2_add_u32"}, {48, "s_lshl3_add_u32"}, {49, "s_lshl4_add_u32"}, {50, "s_pack_ll_b32_b16"}};
+    {38, "s_bfe_i32"}, {39, "s_bfe_u64"}, {40, "s_bfe_i64"}, {44, "s_mul_hi_u32"}, {45, "s_mul_hi_i32"},
+    {46, "s_lshl1_add_u32"}, {47, "s_lshl2_add_u32"}, {48, "s_lshl3_add_u32"}, {49, "s_lshl4_add_u32"},
+    {50, "s_pack_ll_b32_b16"}};
 constexpr Name kSopc[] = {{0, "s_cmp_eq_i32"}, {1, "s_cmp_lg_i32"}, {2, "s_cmp_gt_i32"}, {3, "s_cmp_ge_i32"},
     {4, "s_cmp_lt_i32"}, {5, "s_cmp_le_i32"}, {6, "s_cmp_eq_u32"}, {7, "s_cmp_lg_u32"}, {8, "s_cmp_gt_u32"},
     {9, "s_cmp_ge_u32"}, {10, "s_cmp_lt_u32"}, {11, "s_cmp_le_u32"}, {12, "s_bitcmp0_b32"},
@@ -84,19 +85,22 @@ constexpr Name kSmem[] = {{0, "s_load_dword"}, {1, "s_load_dwordx2"}, {2, "s_loa
     {3, "s_load_dwordx8"}, {4, "s_load_dwordx16"}};
 constexpr Name kVop1[] = {{1, "v_mov_b32"}, {2, "v_readfirstlane_b32"}, {3, "v_cvt_i32_f64"},
     {4, "v_cvt_f64_i32"}, {5, "v_cvt_f32_i32"}, {6, "v_cvt_f32_u32"}, {7, "v_cvt_u32_f32"}, {8, "v_cvt_i32_f32"},
-    {15, "v_cvt_f32_f64"}, {16, "v_cvt_f64_f32"}, {21, "v_cvt_u32_f64"}, {22, "v_cvt_f64_u32"},
-    {23, "v_trunc_f64"}, {24, "v_ceil_f64"}, {25, "v_rndne_f64"}, {26, "v_floor_f64"}, {27, "v_fract_f32"},
-    {28, "v_trunc_f32"}, {29, "v_ceil_f32"}, {30, "v_rndne_f32"}, {31, "v_floor_f32"}, {32, "v_exp_f32"},
-    {33, "v_log_f32"}, {34, "v_rcp_f32"}, {35, "v_rcp_iflag_f32"}, {36, "v_rsq_f32"}, {37, "v_rcp_f64"},
-    {38, "v_rsq_f64"}, {39, "v_sqrt_f32"}, {40, "v_sqrt_f64"}, {43, "v_not_b32"}, {44, "v_bfrev_b32"},
-    {45, "v_ffbh_u32"}, {46, "v_ffbl_b32"}, {47, "v_ffbh_i32"}, {50, "v_fract_f64"}, {56, "v_mov_b64"}};
+    {15, "v_cvt_f32_f64"}, {16, "v_cvt_f64_f32"}, {17, "v_cvt_f32_ubyte0"}, {21, "v_cvt_u32_f64"},
+    {22, "v_cvt_f64_u32"}, {23, "v_trunc_f64"}, {24, "v_ceil_f64"}, {25, "v_rndne_f64"}, {26, "v_floor_f64"},
+    {27, "v_fract_f32"}, {28, "v_trunc_f32"}, {29, "v_ceil_f32"}, {30, "v_rndne_f32"}, {31, "v_floor_f32"},
+    {32, "v_exp_f32"}, {33, "v_log_f32"}, {34, "v_rcp_f32"}, {35, "v_rcp_iflag_f32"}, {36, "v_rsq_f32"},
+    {37, "v_rcp_f64"}, {38, "v_rsq_f64"}, {39, "v_sqrt_f32"}, {40, "v_sqrt_f64"}, {43, "v_not_b32"},
+    {44, "v_bfrev_b32"}, {45, "v_ffbh_u32"}, {46, "v_ffbl_b32"}, {47, "v_ffbh_i32"}, {50, "v_fract_f64"},
+    {56, "v_mov_b64"}};
 constexpr Name kVop2[] = {{0, "v_cndmask_b32"}, {1, "v_add_f32"}, {2, "v_sub_f32"}, {3, "v_subrev_f32"},
     {4, "v_fmac_f64"}, {5, "v_mul_f32"}, {6, "v_mul_i32_i24"}, {7, "v_mul_hi_i32_i24"}, {8, "v_mul_u32_u24"},
     {9, "v_mul_hi_u32_u24"}, {10, "v_min_f32"}, {11, "v_max_f32"}, {12, "v_min_i32"}, {13, "v_max_i32"},
     {14, "v_min_u32"}, {15, "v_max_u32"}, {16, "v_lshrrev_b32"}, {17, "v_ashrrev_i32"}, {18, "v_lshlrev_b32"},
-    {19, "v_and_b32"}, {20, "v_or_b32"}, {21, "v_xor_b32"}, {25, "v_add_co_u32"}, {26, "v_sub_co_u32"},
-    {27, "v_subrev_co_u32"}, {28, "v_addc_co_u32"}, {29, "v_subb_co_u32"}, {30, "v_subbrev_co_u32"},
-    {52, "v_add_u32"}, {53, "v_sub_u32"}, {54, "v_subrev_u32"}, {59, "v_fmac_f32"}};
+    {19, "v_and_b32"}, {20, "v_or_b32"}, {21, "v_xor_b32"}, {22, "v_mac_f32"}, {25, "v_add_co_u32"},
+    {26, "v_sub_co_u32"}, {27, "v_subrev_co_u32"}, {28, "v_addc_co_u32"}, {29, "v_subb_co_u32"},
+    {30, "v_subbrev_co_u32"}, {38, "v_add_u16"}, {39, "v_sub_u16"}, {41, "v_mul_lo_u16"}, {42, "v_lshlrev_b16"},
+    {43, "v_lshrrev_b16"}, {47, "v_max_u16"}, {49, "v_min_u16"}, {52, "v_add_u32"}, {53, "v_sub_u32"},
+    {54, "v_subrev_u32"}, {59, "v_fmac_f32"}};
 constexpr Name kVopc[] = {{64, "v_cmp_f_f32"}, {65, "v_cmp_lt_f32"}, {66, "v_cmp_eq_f32"}, {67, "v_cmp_le_f32"},
     {68, "v_cmp_gt_f32"}, {69, "v_cmp_lg_f32"}, {70, "v_cmp_ge_f32"}, {71, "v_cmp_o_f32"}, {72, "v_cmp_u_f32"},
     {73, "v_cmp_nge_f32"}, {74, "v_cmp_nlg_f32"}, {75, "v_cmp_ngt_f32"}, {76, "v_cmp_nle_f32"},
@@ -112,7 +116,15 @@ constexpr Name kVopc[] = {{64, "v_cmp_f_f32"}, {65, "v_cmp_lt_f32"}, {66, "v_cmp
     {113, "v_cmpx_lt_f64"}, {114, "v_cmpx_eq_f64"}, {115, "v_cmpx_le_f64"}, {116, "v_cmpx_gt_f64"},
     {117, "v_cmpx_lg_f64"}, {118, "v_cmpx_ge_f64"}, {119, "v_cmpx_o_f64"}, {120, "v_cmpx_u_f64"},
     {121, "v_cmpx_nge_f64"}, {122, "v_cmpx_nlg_f64"}, {123, "v_cmpx_ngt_f64"}, {124, "v_cmpx_nle_f64"},
-    {125, "v_cmpx_neq_f64"}, {126, "v_cmpx_nlt_f64"}, {127, "v_cmpx_tru_f64"}, {192, "v_cmp_f_i32"},
+    {125, "v_cmpx_neq_f64"}, {126, "v_cmpx_nlt_f64"}, {127, "v_cmpx_tru_f64"}, {160, "v_cmp_f_i16"},
+    {161, "v_cmp_lt_i16"}, {162, "v_cmp_eq_i16"}, {163, "v_cmp_le_i16"}, {164, "v_cmp_gt_i16"},
+    {165, "v_cmp_ne_i16"}, {166, "v_cmp_ge_i16"}, {167, "v_cmp_t_i16"}, {168, "v_cmp_f_u16"},
+    {169, "v_cmp_lt_u16"}, {170, "v_cmp_eq_u16"}, {171, "v_cmp_le_u16"}, {172, "v_cmp_gt_u16"},
+    {173, "v_cmp_ne_u16"}, {174, "v_cmp_ge_u16"}, {175, "v_cmp_t_u16"}, {176, "v_cmpx_f_i16"},
+    {177, "v_cmpx_lt_i16"}, {178, "v_cmpx_eq_i16"}, {179, "v_cmpx_le_i16"}, {180, "v_cmpx_gt_i16"},
+    {181, "v_cmpx_ne_i16"}, {182, "v_cmpx_ge_i16"}, {183, "v_cmpx_t_i16"}, {184, "v_cmpx_f_u16"},
+    {185, "v_cmpx_lt_u16"}, {186, "v_cmpx_eq_u16"}, {187, "v_cmpx_le_u16"}, {188, "v_cmpx_gt_u16"},
+    {189, "v_cmpx_ne_u16"}, {190, "v_cmpx_ge_u16"}, {191, "v_cmpx_t_u16"}, {192, "v_cmp_f_i32"},
     {193, "v_cmp_lt_i32"}, {194, "v_cmp_eq_i32"}, {195, "v_cmp_le_i32"}, {196, "v_cmp_gt_i32"},
     {197, "v_cmp_ne_i32"}, {198, "v_cmp_ge_i32"}, {199, "v_cmp_t_i32"}, {200, "v_cmp_f_u32"},
     {201, "v_cmp_lt_u32"}, {202, "v_cmp_eq_u32"}, {203, "v_cmp_le_u32"}, {204, "v_cmp_gt_u32"},
@@ -129,10 +141,10 @@ constexpr Name kVopc[] = {{64, "v_cmp_f_f32"}, {65, "v_cmp_lt_f32"}, {66, "v_cmp
     {245, "v_cmpx_ne_i64"}, {246, "v_cmpx_ge_i64"}, {247, "v_cmpx_t_i64"}, {248, "v_cmpx_f_u64"},
     {249, "v_cmpx_lt_u64"}, {250, "v_cmpx_eq_u64"}, {251, "v_cmpx_le_u64"}, {252, "v_cmpx_gt_u64"},
     {253, "v_cmpx_ne_u64"}, {254, "v_cmpx_ge_u64"}, {255, "v_cmpx_t_u64"}};
-constexpr Name kVop3[] = {{450, "v_mad_i32_i24"}, {451, "v_mad_u32_u24"}, {456, "v_bfe_u32"}, {457, "v_bfe_i32"},
-    {458, "v_bfi_b32"}, {459, "v_fma_f32"}, {460, "v_fma_f64"}, {462, "v_alignbit_b32"}, {464, "v_min3_f32"},
-    {465, "v_min3_i32"}, {466, "v_min3_u32"}, {467, "v_max3_f32"}, {468, "v_max3_i32"}, {469, "v_max3_u32"},
-    {470, "v_med3_f32"}, {471, "v_med3_i32"}, {472, "v_med3_u32"}, {488, "v_mad_u64_u32"},
+constexpr Name kVop3[] = {{449, "v_mad_f32"}, {450, "v_mad_i32_i24"}, {451, "v_mad_u32_u24"}, {456, "v_bfe_u32"},
+    {457, "v_bfe_i32"}, {458, "v_bfi_b32"}, {459, "v_fma_f32"}, {460, "v_fma_f64"}, {462, "v_alignbit_b32"},
+    {464, "v_min3_f32"}, {465, "v_min3_i32"}, {466, "v_min3_u32"}, {467, "v_max3_f32"}, {468, "v_max3_i32"},
+    {469, "v_max3_u32"}, {470, "v_med3_f32"}, {471, "v_med3_i32"}, {472, "v_med3_u32"}, {488, "v_mad_u64_u32"},
     {489, "v_mad_i64_i32"}, {499, "v_xad_u32"}, {509, "v_lshl_add_u32"}, {510, "v_add_lshl_u32"},
     {511, "v_add3_u32"}, {512, "v_lshl_or_b32"}, {513, "v_and_or_b32"}, {514, "v_or3_b32"},
     {520, "v_lshl_add_u64"}, {640, "v_add_f64"}, {641, "v_mul_f64"}, {642, "v_min_f64"}, {643, "v_max_f64"},
@@ -142,13 +154,16 @@ constexpr Name kVop3[] = {{450, "v_mad_i32_i24"}, {451, "v_mad_u32_u24"}, {456, 
     {657, "v_ashrrev_i64"}};
 constexpr Name kDs[] = {{0, "ds_add_u32"}, {1, "ds_sub_u32"}, {5, "ds_min_i32"}, {6, "ds_max_i32"},
     {7, "ds_min_u32"}, {8, "ds_max_u32"}, {9, "ds_and_b32"}, {10, "ds_or_b32"}, {11, "ds_xor_b32"},
-    {13, "ds_write_b32"}, {14, "ds_write2_b32"}, {30, "ds_write_b8"}, {31, "ds_write_b16"},
-    {32, "ds_add_rtn_u32"}, {33, "ds_sub_rtn_u32"}, {39, "ds_min_rtn_u32"}, {40, "ds_max_rtn_u32"},
-    {41, "ds_and_rtn_b32"}, {42, "ds_or_rtn_b32"}, {43, "ds_xor_rtn_b32"}, {45, "ds_wrxchg_rtn_b32"},
-    {48, "ds_cmpst_rtn_b32"}, {54, "ds_read_b32"}, {55, "ds_read2_b32"}, {57, "ds_read_i8"}, {58, "ds_read_u8"},
+    {13, "ds_write_b32"}, {14, "ds_write2_b32"}, {15, "ds_write2st64_b32"}, {21, "ds_add_f32"},
+    {30, "ds_write_b8"}, {31, "ds_write_b16"}, {32, "ds_add_rtn_u32"}, {33, "ds_sub_rtn_u32"},
+    {39, "ds_min_rtn_u32"}, {40, "ds_max_rtn_u32"}, {41, "ds_and_rtn_b32"}, {42, "ds_or_rtn_b32"},
+    {43, "ds_xor_rtn_b32"}, {45, "ds_wrxchg_rtn_b32"}, {48, "ds_cmpst_rtn_b32"}, {53, "ds_add_rtn_f32"},
+    {54, "ds_read_b32"}, {55, "ds_read2_b32"}, {56, "ds_read2st64_b32"}, {57, "ds_read_i8"}, {58, "ds_read_u8"},
     {59, "ds_read_i16"}, {60, "ds_read_u16"}, {61, "ds_swizzle_b32"}, {62, "ds_permute_b32"},
-    {63, "ds_bpermute_b32"}, {77, "ds_write_b64"}, {78, "ds_write2_b64"}, {118, "ds_read_b64"},
-    {119, "ds_read2_b64"}, {223, "ds_write_b128"}, {255, "ds_read_b128"}};
+    {63, "ds_bpermute_b32"}, {64, "ds_add_u64"}, {77, "ds_write_b64"}, {78, "ds_write2_b64"},
+    {79, "ds_write2st64_b64"}, {92, "ds_add_f64"}, {96, "ds_add_rtn_u64"}, {112, "ds_cmpst_rtn_b64"},
+    {118, "ds_read_b64"}, {119, "ds_read2_b64"}, {120, "ds_read2st64_b64"}, {124, "ds_add_rtn_f64"},
+    {222, "ds_write_b96"}, {223, "ds_write_b128"}, {254, "ds_read_b96"}, {255, "ds_read_b128"}};
 constexpr Name kFlat[] = {{16, "load_ubyte"}, {17, "load_sbyte"}, {18, "load_ushort"}, {19, "load_sshort"},
     {20, "load_dword"}, {21, "load_dwordx2"}, {22, "load_dwordx3"}, {23, "load_dwordx4"}, {24, "store_byte"},
     {26, "store_short"}, {28, "store_dword"}, {29, "store_dwordx2"}, {30, "store_dwordx3"},
@@ -203,7 +218,9 @@ constexpr Vop3pName kMfma[] = {{64, "v_mfma_f32_32x32x1f32", "v_mfma_f32_32x32x1
                                {77, "v_mfma_f32_16x16x16f16", "v_mfma_f32_16x16x16_f16"},
                                {110, "v_mfma_f64_16x16x4f64", "v_mfma_f64_16x16x4_f64"}};
 constexpr std::uint32_t kVop3pAccRead = 88, kVop3pAccWrite = 89, kVop3pFirstMfma = 64;
-constexpr std::uint32_t kVop3pMovB32 = 51;  // v_pk_mov_b32, the one VOP3P operation simulated
+// The VOP3P operations simulated: the packed f32 ones of gfx90a and gfx942.
+constexpr Name kVop3p[] = {{48, "v_pk_fma_f32"}, {49, "v_pk_mul_f32"}, {50, "v_pk_add_f32"}, {51, "v_pk_mov_b32"}};
+constexpr std::uint32_t kVop3pFma = 48, kVop3pMul = 49, kVop3pAdd = 50, kVop3pMovB32 = 51;
 
 // MUBUF loads and stores share FLAT's opcode numbers (16..31) and names.
 constexpr std::uint32_t kBufferFirst = 16, kBufferLast = 31;
@@ -268,6 +285,7 @@ std::variant<Inst, DecodeError> decode(Target target, const std::uint32_t* w, st
     else if ((d >> 25) == 0x3E) in.family = Family::VOPC, in.op = (d >> 17) & 0xff, in.name = find(kVopc, in.op);
     else in.family = Family::VOP2, in.op = (d >> 25) & 0x3f, in.name = find(kVop2, in.op);
     if (in.family == Family::VOP1 && in.op == 56 && !cdna3) in.name = nullptr;  // v_mov_b64: gfx940 on
+    if (in.family == Family::VOP2 && in.op == 22 && cdna3) in.name = nullptr;   // v_mac_f32: not on gfx940
     if (!in.name) return unknown(in.op);
     std::uint32_t src0 = d & 0x1ff;
     if (src0 == SOURCE_SDWA)
@@ -285,8 +303,8 @@ std::variant<Inst, DecodeError> decode(Target target, const std::uint32_t* w, st
     case 0x34: {  // VOP3 (VOP3P within it)
       if (top9 == 0x1A7) {
         std::uint32_t op = (d >> 16) & 0x7f;
-        if (op == kVop3pMovB32) {
-          in.family = Family::VOP3P, in.op = op, in.name = "v_pk_mov_b32";
+        if ((in.name = find(kVop3p, op))) {
+          in.family = Family::VOP3P, in.op = op;
           if (auto e = second("a 64-bit instruction")) return *e;
           for (int k = 0; k < 3; ++k)
             if (((in.w1 >> (9 * k)) & 0x1ff) == LITERAL)
@@ -309,6 +327,7 @@ std::variant<Inst, DecodeError> decode(Target target, const std::uint32_t* w, st
       else if (in.op < kVop3Own) in.name = find(kVop1, in.op - kVop3Vop1);
       else in.name = find(kVop3, in.op);
       if ((in.op == kVop3Vop1 + 56 || in.op == 520) && !cdna3) in.name = nullptr;  // gfx940 on
+      if ((in.op == kVop3Vop2 + 22 || in.op == 449) && cdna3) in.name = nullptr;   // v_mac_f32, v_mad_f32: not on gfx940
       if (!in.name) return unknown(in.op);
       if (auto e = second("a 64-bit instruction")) return *e;
       for (int k = 0; k < 3; ++k)
@@ -690,10 +709,10 @@ void Runner::sop2(Wave& w, const Inst& in) {
   std::uint32_t dst = (in.w0 >> 16) & 0x7f, s0c = in.w0 & 0xff, s1c = (in.w0 >> 8) & 0xff;
   std::uint32_t op = in.op;
   bool wide = op == 11 || op == 13 || op == 15 || op == 17 || op == 19 || op == 21 || op == 29 || op == 31 ||
-              op == 33 || op == 39;
+              op == 33 || op == 39 || op == 40;
   if (wide) {
     std::uint64_t a = sread64(w, s0c, in);
-    bool shift = op == 29 || op == 31 || op == 33 || op == 39;
+    bool shift = op == 29 || op == 31 || op == 33 || op == 39 || op == 40;
     std::uint64_t b = shift ? sread(w, s1c, in) : sread64(w, s1c, in);
     std::uint64_t r = 0;
     switch (op) {
@@ -709,6 +728,13 @@ void Runner::sop2(Wave& w, const Inst& in) {
       case 39: {  // offset in b[5:0], width in b[22:16]
         std::uint32_t off = b & 63, width = (b >> 16) & 0x7f;
         r = width == 0 ? 0 : width >= 64 ? a >> off : (a >> off) & ((1ull << width) - 1);
+        break;
+      }
+      case 40: {  // s_bfe_i64: the same, sign-extended from the field's top bit
+        std::uint32_t off = b & 63, width = (b >> 16) & 0x7f;
+        if (width == 0) r = 0;
+        else if (width >= 64) r = std::uint64_t(std::int64_t(a) >> off);
+        else r = std::uint64_t(std::int64_t((a >> off) << (64 - width)) >> (64 - width));
         break;
       }
     }
@@ -860,7 +886,7 @@ bool floating(std::uint32_t op) {
   if (op >= 64 && op <= 127) return true;
   switch (op) {
     case kVop3Vop2 + 1: case kVop3Vop2 + 2: case kVop3Vop2 + 3: case kVop3Vop2 + 4: case kVop3Vop2 + 5:
-    case kVop3Vop2 + 10: case kVop3Vop2 + 11: case kVop3Vop2 + 59:
+    case kVop3Vop2 + 10: case kVop3Vop2 + 11: case kVop3Vop2 + 22: case kVop3Vop2 + 59: case 449:
     case kVop3Vop1 + 3: case kVop3Vop1 + 7: case kVop3Vop1 + 8: case kVop3Vop1 + 15: case kVop3Vop1 + 16:
     case kVop3Vop1 + 21: case kVop3Vop1 + 50:
     case 459: case 460: case 464: case 467: case 470: case 640: case 641: case 642: case 643: case 644: case 648:
@@ -874,7 +900,8 @@ bool scalar_destination(std::uint32_t op) {
 }
 // Whether a compare writes EXEC as well (v_cmpx).
 bool writes_exec(std::uint32_t op) {
-  return (op >= 80 && op <= 95) || (op >= 112 && op <= 127) || (op >= 208 && op <= 223) || op >= 240;
+  return (op >= 80 && op <= 95) || (op >= 112 && op <= 127) || (op >= 176 && op <= 191) || (op >= 208 && op <= 223) ||
+         op >= 240;
 }
 
 template <class F>
@@ -951,6 +978,9 @@ void Runner::valu(Wave& w, const Inst& in) {
       if (op >= 64 && op <= 95) r = compare_float(op & 15, fmod32(a32(), 0), fmod32(vsrc(w, code[1], l, in), 1));
       else if (op >= 96 && op <= 127)
         r = compare_float(op & 15, fmod64(vsrc64(w, code[0], l, in, true), 0), fmod64(vsrc64(w, code[1], l, in, true), 1));
+      else if (op >= 160 && op <= 191 && (op & 8) == 0)
+        r = compare_int(op & 7, std::int16_t(a32()), std::int16_t(vsrc(w, code[1], l, in)));
+      else if (op >= 160 && op <= 191) r = compare_int(op & 7, std::uint16_t(a32()), std::uint16_t(vsrc(w, code[1], l, in)));
       else if (op >= 192 && op <= 223 && (op & 8) == 0) r = compare_int(op & 7, i(a32()), i(vsrc(w, code[1], l, in)));
       else if (op >= 192 && op <= 223) r = compare_int(op & 7, a32(), vsrc(w, code[1], l, in));
       else if ((op & 8) == 0)
@@ -1043,6 +1073,15 @@ void Runner::valu(Wave& w, const Inst& in) {
         if (s >> 32) carry_out |= 1ull << l;
         break;
       }
+      case kVop3Vop2 + 22: r = u(fa() * fb() + f(vgpr(w, vdst, l))); break;  // v_mac_f32: not fused
+      // 16-bit integer operations: the result's upper 16 bits are zero (GFX9 without SDWA or op_sel)
+      case kVop3Vop2 + 38: r = std::uint16_t(a() + b()); break;
+      case kVop3Vop2 + 39: r = std::uint16_t(a() - b()); break;
+      case kVop3Vop2 + 41: r = std::uint16_t(a() * b()); break;
+      case kVop3Vop2 + 42: r = std::uint16_t(b() << (a() & 15)); break;
+      case kVop3Vop2 + 43: r = std::uint16_t((b() & 0xffff) >> (a() & 15)); break;
+      case kVop3Vop2 + 47: r = std::max(a() & 0xffff, b() & 0xffff); break;
+      case kVop3Vop2 + 49: r = std::min(a() & 0xffff, b() & 0xffff); break;
       case kVop3Vop2 + 52: r = a() + b(); break;
       case kVop3Vop2 + 53: r = a() - b(); break;
       case kVop3Vop2 + 54: r = b() - a(); break;
@@ -1057,6 +1096,7 @@ void Runner::valu(Wave& w, const Inst& in) {
       case kVop3Vop1 + 8: r = std::uint32_t(to_int<std::int32_t>(fa())); break;
       case kVop3Vop1 + 15: r = u(float(da())); break;
       case kVop3Vop1 + 16: r = du(double(fa())); break;
+      case kVop3Vop1 + 17: r = u(float(a() & 0xff)); break;
       case kVop3Vop1 + 21: r = to_int<std::uint32_t>(da()); break;
       case kVop3Vop1 + 22: r = du(double(a())); break;
       case kVop3Vop1 + 23: r = du(std::trunc(da())); break;
@@ -1090,6 +1130,7 @@ void Runner::valu(Wave& w, const Inst& in) {
       // VOP3 only
       case 450: r = std::uint32_t(std::int64_t(i(sext24(a()))) * i(sext24(b())) + i(c())); break;
       case 451: r = (a() & 0xffffff) * (b() & 0xffffff) + c(); break;
+      case 449: r = u(fa() * fb() + fc()); break;  // v_mad_f32: not fused
       case 456: case 457: {
         std::uint32_t x = a(), off = b() & 31, width = c() & 31;
         if (width == 0) r = 0;
@@ -1241,6 +1282,9 @@ void Runner::ds(Wave& w, Group& g, const Inst& in) {
       case 223: store(a + offset, d0, 4); break;
       case 14: store(a + off0 * 4, d0, 1), store(a + off1 * 4, d1, 1); break;
       case 78: store(a + off0 * 8, d0, 2), store(a + off1 * 8, d1, 2); break;
+      case 222: store(a + offset, d0, 3); break;
+      case 15: store(a + off0 * 256, d0, 1), store(a + off1 * 256, d1, 1); break;  // st64: offsets in 64 elements
+      case 79: store(a + off0 * 512, d0, 2), store(a + off1 * 512, d1, 2); break;
       case 30: case 31: {
         std::uint32_t x = vgpr(w, d0, l);
         std::memcpy(lds(g, a + offset, in.op == 30 ? 1 : 2, name), &x, in.op == 30 ? 1 : 2);
@@ -1251,6 +1295,30 @@ void Runner::ds(Wave& w, Group& g, const Inst& in) {
       case 255: load(a + offset, vdst, 4); break;
       case 55: load(a + off0 * 4, vdst, 1), load(a + off1 * 4, vdst + 1, 1); break;
       case 119: load(a + off0 * 8, vdst, 2), load(a + off1 * 8, vdst + 2, 2); break;
+      case 254: load(a + offset, vdst, 3); break;
+      case 56: load(a + off0 * 256, vdst, 1), load(a + off1 * 256, vdst + 1, 1); break;
+      case 120: load(a + off0 * 512, vdst, 2), load(a + off1 * 512, vdst + 2, 2); break;
+      case 21: case 53: {  // ds_add_f32, ds_add_rtn_f32
+        auto* p = lds(g, a + offset, 4, name);
+        float old;
+        std::memcpy(&old, p, 4);
+        float n = old + f(vgpr(w, d0, l));
+        std::memcpy(p, &n, 4);
+        if (in.op == 53) vgpr(w, vdst, l) = u(old);
+        break;
+      }
+      case 64: case 92: case 96: case 112: case 124: {  // 64-bit: add_u64, add_f64, cmpst_b64 and their _rtn forms
+        auto* p = lds(g, a + offset, 8, name);
+        auto pair = [&](std::uint32_t r) { return std::uint64_t(vgpr(w, r + 1, l)) << 32 | vgpr(w, r, l); };
+        std::uint64_t old, data = pair(d0), n;
+        std::memcpy(&old, p, 8);
+        if (in.op == 112) n = old == data ? pair(d1) : old;  // DATA0 compares, DATA1 is stored
+        else if (in.op == 92 || in.op == 124) n = du(df(old) + df(data));
+        else n = old + data;
+        std::memcpy(p, &n, 8);
+        if (in.op >= 96) vgpr(w, vdst, l) = std::uint32_t(old), vgpr(w, vdst + 1, l) = std::uint32_t(old >> 32);
+        break;
+      }
       case 57: case 58: case 59: case 60: {
         std::uint32_t bytes = in.op <= 58 ? 1 : 2, x = 0;
         std::memcpy(&x, lds(g, a + offset, bytes, name), bytes);
@@ -1418,19 +1486,45 @@ void Runner::mubuf(Wave& w, const Inst& in) {
   }
 }
 
-// v_pk_mov_b32: D[31:0] = S0's half op_sel[0] picks, D[63:32] = S1's half op_sel[1] picks.
+// VOP3P on 64-bit register pairs: each source half the lower result takes is picked by
+// op_sel and negated by neg_lo, each the upper takes by op_sel_hi and neg_hi. v_pk_mov_b32
+// moves S0's picked half low and S1's high; the others are f32 fma, mul and add per half.
 void Runner::vop3p(Wave& w, const Inst& in) {
-  const std::uint32_t vdst = in.w0 & 0xff, op_sel = (in.w0 >> 11) & 7;
-  const std::uint32_t s0 = in.w1 & 0x1ff, s1 = (in.w1 >> 9) & 0x1ff;
-  if ((in.w1 >> 29) || ((in.w0 >> 8) & 7)) fail(fmt::format("{} with -neg is not simulated", in.name));
+  const std::uint32_t vdst = in.w0 & 0xff;
+  const std::uint32_t op_sel = (in.w0 >> 11) & 7, op_sel_hi = ((in.w1 >> 27) & 3) | ((in.w0 >> 14) & 1) << 2;
+  const std::uint32_t neg_lo = in.w1 >> 29, neg_hi = (in.w0 >> 8) & 7;
+  const std::uint32_t code[3] = {in.w1 & 0x1ff, (in.w1 >> 9) & 0x1ff, (in.w1 >> 18) & 0x1ff};
+  const int sources = in.op == kVop3pFma ? 3 : 2;
   if ((in.w0 >> 15) & 1) fail(fmt::format("{} with clamp is not simulated", in.name));
+  if (in.op == kVop3pMovB32 && (neg_lo || neg_hi)) fail(fmt::format("{} with -neg is not simulated", in.name));
+  for (int k = 0; k < sources; ++k)
+    if (code[k] >= 128 && code[k] <= LITERAL && !(code[k] >= SRC_SHARED_BASE && code[k] <= SRC_PRIVATE_LIMIT))
+      fail(fmt::format("{} with a constant operand is not simulated", in.name));
   std::array<std::uint64_t, kLanes> out{};
   const std::uint64_t lanes = w.exec;
   for (int l = 0; l < kLanes; ++l) {
     if (!(lanes >> l & 1)) continue;
-    std::uint64_t a = vsrc64(w, s0, l, in, false), b = vsrc64(w, s1, l, in, false);
-    std::uint32_t lo = std::uint32_t((op_sel & 1) ? a >> 32 : a), hi = std::uint32_t((op_sel & 2) ? b >> 32 : b);
-    out[std::size_t(l)] = std::uint64_t(hi) << 32 | lo;
+    std::uint64_t s[3] = {};
+    for (int k = 0; k < sources; ++k) s[k] = vsrc64(w, code[k], l, in, false);
+    auto half = [&](int k, bool upper_result) {
+      bool hi = ((upper_result ? op_sel_hi : op_sel) >> k) & 1;
+      float v = f(std::uint32_t(hi ? s[k] >> 32 : s[k]));
+      return ((upper_result ? neg_hi : neg_lo) >> k & 1) ? -v : v;
+    };
+    std::uint32_t r[2];
+    for (int h = 0; h < 2; ++h) {
+      if (in.op == kVop3pMovB32) {
+        bool hi = (op_sel >> h) & 1;
+        r[h] = std::uint32_t(hi ? s[h] >> 32 : s[h]);
+      } else if (in.op == kVop3pFma) {
+        r[h] = u(std::fma(half(0, h), half(1, h), half(2, h)));
+      } else if (in.op == kVop3pMul) {
+        r[h] = u(half(0, h) * half(1, h));
+      } else {
+        r[h] = u(half(0, h) + half(1, h));
+      }
+    }
+    out[std::size_t(l)] = std::uint64_t(r[1]) << 32 | r[0];
   }
   for (int l = 0; l < kLanes; ++l)
     if (lanes >> l & 1) vgpr(w, vdst, l) = std::uint32_t(out[std::size_t(l)]), vgpr(w, vdst + 1, l) = std::uint32_t(out[std::size_t(l)] >> 32);

@@ -47,7 +47,7 @@ class Memory {
 
 // The processors this interpreter runs. Their encodings agree but for a few instructions
 // only one of them has (v_mov_b64, v_lshl_add_u64, buffer_inv and the f32 flat atomic add on
-// gfx942; buffer_wbinvl1_vol on gfx90a) and the FLAT cache bits (glc/slc on gfx90a, sc0/sc1/nt
+// gfx942; v_mac_f32, v_mad_f32 and buffer_wbinvl1_vol on gfx90a) and the FLAT cache bits (glc/slc on gfx90a, sc0/sc1/nt
 // on gfx942, where bit 13 of a SCRATCH instruction also says whether it has a VGPR address).
 enum class Target { gfx90a, gfx942 };
 
