@@ -148,7 +148,8 @@ struct Kernel {
     auto& code = memory.ranges[kCodeAt];
     code.resize(image->size() + 64);
     std::memcpy(code.data(), image->data(), image->size());
-    memory.ranges[kKernargAt].assign(std::max<std::uint32_t>(kernel.kernarg_segment_size, 8), std::byte{0});
+    // The kernarg segment, rounded up as a runtime allocates it: SMEM may load past its end.
+    memory.ranges[kKernargAt].assign((kernel.kernarg_segment_size + 255) & ~255u, std::byte{0});
     const auto& kd = kernel.descriptor;
     REQUIRE(!kd.wave32());
     d.code = kCodeAt + kernel.code_address();
@@ -578,4 +579,57 @@ TEST_CASE("a private array in scratch matches the host's, on gfx942 and gfx90a")
     CHECK(got[i] == sum);
   }
 }
+}
+
+TEST_CASE("float and double division and float classes match the host's, on gfx942 and gfx90a") {
+  for (auto target : kTargets) {
+    CAPTURE(target_name(target));
+    Kernel k(target, "divide", 64, 1);
+    std::vector<float> a(64), b(64);
+    std::vector<double> x(64), y(64);
+    for (std::uint32_t i = 0; i < 64; ++i) {
+      a[i] = float(mix(i) % 20000) / 7.0f - 1000, b[i] = float(mix(i + 64) % 3000) / 13.0f + 0.5f;
+      x[i] = double(mix(i + 128)) / 3.0 - 7e8, y[i] = double(mix(i + 192) % 100000) / 11.0 - 4000;
+    }
+    // Special operands, which div_fixup settles: zero divisors, infinities, NaN.
+    b[1] = 0, a[2] = std::numeric_limits<float>::infinity(), b[3] = std::numeric_limits<float>::quiet_NaN();
+    a[4] = 0, y[5] = 0, x[6] = -std::numeric_limits<double>::infinity(), x[7] = 0, y[7] = 0;
+    k.buffer(0, a);
+    k.buffer(1, b);
+    k.buffer(2, x);
+    k.buffer(3, y);
+    std::uint64_t q_at = k.buffer(4, std::vector<float>(64, 0));
+    std::uint64_t r_at = k.buffer(5, std::vector<double>(64, 0));
+    std::uint64_t kinds_at = k.buffer(6, std::vector<std::uint32_t>(64, 0));
+    auto outcome = k.run();
+    REQUIRE_MESSAGE(outcome.ok, outcome.fault);
+    auto q = k.memory.get<float>(q_at, 64);
+    auto r = k.memory.get<double>(r_at, 64);
+    auto kinds = k.memory.get<std::uint32_t>(kinds_at, 64);
+    for (std::uint32_t i = 0; i < 64; ++i) {
+      CAPTURE(i);
+      float qq = a[i] / b[i];
+      double rr = x[i] / y[i];
+      CHECK(std::bit_cast<std::uint32_t>(q[i]) == std::bit_cast<std::uint32_t>(qq));
+      if (std::isnan(rr)) CHECK(std::isnan(r[i]));
+      else CHECK(std::bit_cast<std::uint64_t>(r[i]) == std::bit_cast<std::uint64_t>(rr));
+      CHECK(kinds[i] == (std::uint32_t(std::isinf(a[i])) | std::uint32_t(std::isnan(b[i])) << 1));
+    }
+  }
+}
+
+TEST_CASE("a division that would need scaling is refused, naming the instruction") {
+  Kernel k(gfx9::Target::gfx942, "divide", 64, 1);
+  std::vector<float> a(64, 1.0f), b(64, 1e-40f);  // a denormal divisor
+  k.buffer(0, a);
+  k.buffer(1, b);
+  k.buffer(2, std::vector<double>(64, 1.0));
+  k.buffer(3, std::vector<double>(64, 3.0));
+  k.buffer(4, std::vector<float>(64, 0));
+  k.buffer(5, std::vector<double>(64, 0));
+  k.buffer(6, std::vector<std::uint32_t>(64, 0));
+  auto outcome = k.run();
+  CHECK(!outcome.ok);
+  CHECK(outcome.fault.find("v_div_scale_f32 at 0x") != std::string::npos);
+  CHECK(outcome.fault.find("on operands that need scaling") != std::string::npos);
 }

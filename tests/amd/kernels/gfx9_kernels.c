@@ -110,3 +110,14 @@ KERNEL void private_array(const GLOBAL uint32_t *in, GLOBAL uint32_t *out) {
   for (uint32_t k = 0; k < 8; ++k) sum += table[(at + 5 * k) % 48];
   out[i] = sum;
 }
+
+/* Division as clang expands it (div_scale, rcp, fma steps, div_fmas, div_fixup) in float and
+ * double, and the classes of the operands: q[i] = a[i] / b[i], r[i] = x[i] / y[i], and
+ * kinds[i] = isinf(a[i]) | isnan(b[i]) << 1. */
+KERNEL void divide(const GLOBAL float *a, const GLOBAL float *b, const GLOBAL double *x, const GLOBAL double *y,
+                   GLOBAL float *q, GLOBAL double *r, GLOBAL uint32_t *kinds) {
+  uint32_t i = group_x() * 64 + thread_x();
+  q[i] = a[i] / b[i];
+  r[i] = x[i] / y[i];
+  kinds[i] = (uint32_t)__builtin_isinf(a[i]) | (uint32_t)__builtin_isnan(b[i]) << 1;
+}

@@ -101,15 +101,16 @@ constexpr Name kVop2[] = {{0, "v_cndmask_b32"}, {1, "v_add_f32"}, {2, "v_sub_f32
     {30, "v_subbrev_co_u32"}, {38, "v_add_u16"}, {39, "v_sub_u16"}, {41, "v_mul_lo_u16"}, {42, "v_lshlrev_b16"},
     {43, "v_lshrrev_b16"}, {47, "v_max_u16"}, {49, "v_min_u16"}, {52, "v_add_u32"}, {53, "v_sub_u32"},
     {54, "v_subrev_u32"}, {59, "v_fmac_f32"}};
-constexpr Name kVopc[] = {{64, "v_cmp_f_f32"}, {65, "v_cmp_lt_f32"}, {66, "v_cmp_eq_f32"}, {67, "v_cmp_le_f32"},
-    {68, "v_cmp_gt_f32"}, {69, "v_cmp_lg_f32"}, {70, "v_cmp_ge_f32"}, {71, "v_cmp_o_f32"}, {72, "v_cmp_u_f32"},
-    {73, "v_cmp_nge_f32"}, {74, "v_cmp_nlg_f32"}, {75, "v_cmp_ngt_f32"}, {76, "v_cmp_nle_f32"},
-    {77, "v_cmp_neq_f32"}, {78, "v_cmp_nlt_f32"}, {79, "v_cmp_tru_f32"}, {80, "v_cmpx_f_f32"},
-    {81, "v_cmpx_lt_f32"}, {82, "v_cmpx_eq_f32"}, {83, "v_cmpx_le_f32"}, {84, "v_cmpx_gt_f32"},
-    {85, "v_cmpx_lg_f32"}, {86, "v_cmpx_ge_f32"}, {87, "v_cmpx_o_f32"}, {88, "v_cmpx_u_f32"},
-    {89, "v_cmpx_nge_f32"}, {90, "v_cmpx_nlg_f32"}, {91, "v_cmpx_ngt_f32"}, {92, "v_cmpx_nle_f32"},
-    {93, "v_cmpx_neq_f32"}, {94, "v_cmpx_nlt_f32"}, {95, "v_cmpx_tru_f32"}, {96, "v_cmp_f_f64"},
-    {97, "v_cmp_lt_f64"}, {98, "v_cmp_eq_f64"}, {99, "v_cmp_le_f64"}, {100, "v_cmp_gt_f64"},
+constexpr Name kVopc[] = {{16, "v_cmp_class_f32"}, {17, "v_cmpx_class_f32"}, {18, "v_cmp_class_f64"},
+    {19, "v_cmpx_class_f64"}, {64, "v_cmp_f_f32"}, {65, "v_cmp_lt_f32"}, {66, "v_cmp_eq_f32"},
+    {67, "v_cmp_le_f32"}, {68, "v_cmp_gt_f32"}, {69, "v_cmp_lg_f32"}, {70, "v_cmp_ge_f32"}, {71, "v_cmp_o_f32"},
+    {72, "v_cmp_u_f32"}, {73, "v_cmp_nge_f32"}, {74, "v_cmp_nlg_f32"}, {75, "v_cmp_ngt_f32"},
+    {76, "v_cmp_nle_f32"}, {77, "v_cmp_neq_f32"}, {78, "v_cmp_nlt_f32"}, {79, "v_cmp_tru_f32"},
+    {80, "v_cmpx_f_f32"}, {81, "v_cmpx_lt_f32"}, {82, "v_cmpx_eq_f32"}, {83, "v_cmpx_le_f32"},
+    {84, "v_cmpx_gt_f32"}, {85, "v_cmpx_lg_f32"}, {86, "v_cmpx_ge_f32"}, {87, "v_cmpx_o_f32"},
+    {88, "v_cmpx_u_f32"}, {89, "v_cmpx_nge_f32"}, {90, "v_cmpx_nlg_f32"}, {91, "v_cmpx_ngt_f32"},
+    {92, "v_cmpx_nle_f32"}, {93, "v_cmpx_neq_f32"}, {94, "v_cmpx_nlt_f32"}, {95, "v_cmpx_tru_f32"},
+    {96, "v_cmp_f_f64"}, {97, "v_cmp_lt_f64"}, {98, "v_cmp_eq_f64"}, {99, "v_cmp_le_f64"}, {100, "v_cmp_gt_f64"},
     {101, "v_cmp_lg_f64"}, {102, "v_cmp_ge_f64"}, {103, "v_cmp_o_f64"}, {104, "v_cmp_u_f64"},
     {105, "v_cmp_nge_f64"}, {106, "v_cmp_nlg_f64"}, {107, "v_cmp_ngt_f64"}, {108, "v_cmp_nle_f64"},
     {109, "v_cmp_neq_f64"}, {110, "v_cmp_nlt_f64"}, {111, "v_cmp_tru_f64"}, {112, "v_cmpx_f_f64"},
@@ -144,14 +145,15 @@ constexpr Name kVopc[] = {{64, "v_cmp_f_f32"}, {65, "v_cmp_lt_f32"}, {66, "v_cmp
 constexpr Name kVop3[] = {{449, "v_mad_f32"}, {450, "v_mad_i32_i24"}, {451, "v_mad_u32_u24"}, {456, "v_bfe_u32"},
     {457, "v_bfe_i32"}, {458, "v_bfi_b32"}, {459, "v_fma_f32"}, {460, "v_fma_f64"}, {462, "v_alignbit_b32"},
     {464, "v_min3_f32"}, {465, "v_min3_i32"}, {466, "v_min3_u32"}, {467, "v_max3_f32"}, {468, "v_max3_i32"},
-    {469, "v_max3_u32"}, {470, "v_med3_f32"}, {471, "v_med3_i32"}, {472, "v_med3_u32"}, {488, "v_mad_u64_u32"},
-    {489, "v_mad_i64_i32"}, {499, "v_xad_u32"}, {509, "v_lshl_add_u32"}, {510, "v_add_lshl_u32"},
-    {511, "v_add3_u32"}, {512, "v_lshl_or_b32"}, {513, "v_and_or_b32"}, {514, "v_or3_b32"},
-    {520, "v_lshl_add_u64"}, {640, "v_add_f64"}, {641, "v_mul_f64"}, {642, "v_min_f64"}, {643, "v_max_f64"},
-    {644, "v_ldexp_f64"}, {645, "v_mul_lo_u32"}, {646, "v_mul_hi_u32"}, {647, "v_mul_hi_i32"},
-    {648, "v_ldexp_f32"}, {649, "v_readlane_b32"}, {650, "v_writelane_b32"}, {651, "v_bcnt_u32_b32"},
-    {652, "v_mbcnt_lo_u32_b32"}, {653, "v_mbcnt_hi_u32_b32"}, {655, "v_lshlrev_b64"}, {656, "v_lshrrev_b64"},
-    {657, "v_ashrrev_i64"}};
+    {469, "v_max3_u32"}, {470, "v_med3_f32"}, {471, "v_med3_i32"}, {472, "v_med3_u32"}, {478, "v_div_fixup_f32"},
+    {479, "v_div_fixup_f64"}, {480, "v_div_scale_f32"}, {481, "v_div_scale_f64"}, {482, "v_div_fmas_f32"},
+    {483, "v_div_fmas_f64"}, {488, "v_mad_u64_u32"}, {489, "v_mad_i64_i32"}, {499, "v_xad_u32"},
+    {509, "v_lshl_add_u32"}, {510, "v_add_lshl_u32"}, {511, "v_add3_u32"}, {512, "v_lshl_or_b32"},
+    {513, "v_and_or_b32"}, {514, "v_or3_b32"}, {520, "v_lshl_add_u64"}, {640, "v_add_f64"}, {641, "v_mul_f64"},
+    {642, "v_min_f64"}, {643, "v_max_f64"}, {644, "v_ldexp_f64"}, {645, "v_mul_lo_u32"}, {646, "v_mul_hi_u32"},
+    {647, "v_mul_hi_i32"}, {648, "v_ldexp_f32"}, {649, "v_readlane_b32"}, {650, "v_writelane_b32"},
+    {651, "v_bcnt_u32_b32"}, {652, "v_mbcnt_lo_u32_b32"}, {653, "v_mbcnt_hi_u32_b32"}, {655, "v_lshlrev_b64"},
+    {656, "v_lshrrev_b64"}, {657, "v_ashrrev_i64"}};
 constexpr Name kDs[] = {{0, "ds_add_u32"}, {1, "ds_sub_u32"}, {5, "ds_min_i32"}, {6, "ds_max_i32"},
     {7, "ds_min_u32"}, {8, "ds_max_u32"}, {9, "ds_and_b32"}, {10, "ds_or_b32"}, {11, "ds_xor_b32"},
     {13, "ds_write_b32"}, {14, "ds_write2_b32"}, {15, "ds_write2st64_b32"}, {21, "ds_add_f32"},
@@ -862,7 +864,8 @@ bool wide_destination(std::uint32_t op) {
   switch (op) {
     case kVop3Vop1 + 4: case kVop3Vop1 + 16: case kVop3Vop1 + 22: case kVop3Vop1 + 23: case kVop3Vop1 + 24:
     case kVop3Vop1 + 25: case kVop3Vop1 + 26: case kVop3Vop1 + 37: case kVop3Vop1 + 38: case kVop3Vop1 + 40:
-    case kVop3Vop1 + 50: case kVop3Vop1 + 56: case kVop3Vop2 + 4: case 460: case 488: case 489: case 520:
+    case kVop3Vop1 + 50: case kVop3Vop1 + 56: case kVop3Vop2 + 4: case 460: case 479: case 481: case 483:
+    case 488: case 489: case 520:
     case 640: case 641: case 642: case 643: case 644: case 655: case 656: case 657:
       return true;
   }
@@ -870,12 +873,14 @@ bool wide_destination(std::uint32_t op) {
 }
 // Whether source 0 is 64 bits wide (DPP moves only 32-bit sources here).
 bool wide_source0(std::uint32_t op) {
+  if (op == 18 || op == 19) return true;   // f64 classes
   if (op >= 96 && op <= 127) return true;   // f64 compares
   if (op >= 224 && op <= 255) return true;  // 64-bit integer compares
   switch (op) {
     case kVop3Vop1 + 3: case kVop3Vop1 + 15: case kVop3Vop1 + 21: case kVop3Vop1 + 23: case kVop3Vop1 + 24:
     case kVop3Vop1 + 25: case kVop3Vop1 + 26: case kVop3Vop1 + 37: case kVop3Vop1 + 38: case kVop3Vop1 + 40:
-    case kVop3Vop1 + 50: case kVop3Vop1 + 56: case kVop3Vop2 + 4: case 460: case 520: case 640: case 641:
+    case kVop3Vop1 + 50: case kVop3Vop1 + 56: case kVop3Vop2 + 4: case 460: case 479: case 481: case 483:
+    case 520: case 640: case 641:
     case 642: case 643: case 644:
       return true;
   }
@@ -883,7 +888,7 @@ bool wide_source0(std::uint32_t op) {
 }
 // Float operations, which take |abs| and -neg modifiers.
 bool floating(std::uint32_t op) {
-  if (op >= 64 && op <= 127) return true;
+  if ((op >= 16 && op <= 19) || (op >= 64 && op <= 127) || (op >= 478 && op <= 483)) return true;
   switch (op) {
     case kVop3Vop2 + 1: case kVop3Vop2 + 2: case kVop3Vop2 + 3: case kVop3Vop2 + 4: case kVop3Vop2 + 5:
     case kVop3Vop2 + 10: case kVop3Vop2 + 11: case kVop3Vop2 + 22: case kVop3Vop2 + 59: case 449:
@@ -896,12 +901,55 @@ bool floating(std::uint32_t op) {
 }
 // VOP3B: bits 14:8 name a scalar destination (a carry out) instead of |abs| and op_sel.
 bool scalar_destination(std::uint32_t op) {
-  return (op >= kVop3Vop2 + 25 && op <= kVop3Vop2 + 30) || op == 488 || op == 489;
+  return (op >= kVop3Vop2 + 25 && op <= kVop3Vop2 + 30) || op == 480 || op == 481 || op == 488 || op == 489;
 }
 // Whether a compare writes EXEC as well (v_cmpx).
 bool writes_exec(std::uint32_t op) {
-  return (op >= 80 && op <= 95) || (op >= 112 && op <= 127) || (op >= 176 && op <= 191) || (op >= 208 && op <= 223) ||
+  return op == 17 || op == 19 || (op >= 80 && op <= 95) || (op >= 112 && op <= 127) || (op >= 176 && op <= 191) || (op >= 208 && op <= 223) ||
          op >= 240;
+}
+
+// v_cmp_class: whether x is in one of the classes the mask's bits name (0 signaling NaN,
+// 1 quiet NaN, 2 -inf, 3 -normal, 4 -denormal, 5 -0, 6 +0, 7 +denormal, 8 +normal, 9 +inf).
+template <class F>
+bool float_class(F x, std::uint32_t mask) {
+  int k;
+  bool negative = std::signbit(x);
+  switch (std::fpclassify(x)) {
+    case FP_NAN: {
+      using U = std::conditional_t<sizeof(F) == 4, std::uint32_t, std::uint64_t>;
+      U quiet_bit = U(1) << (std::numeric_limits<F>::digits - 2);
+      k = (std::bit_cast<U>(x) & quiet_bit) ? 1 : 0;
+      break;
+    }
+    case FP_INFINITE: k = negative ? 2 : 9; break;
+    case FP_NORMAL: k = negative ? 3 : 8; break;
+    case FP_SUBNORMAL: k = negative ? 4 : 7; break;
+    default: k = negative ? 5 : 6; break;
+  }
+  return (mask >> k) & 1;
+}
+
+// The division helpers of the ISA's division sequence (div_scale, div_fmas, div_fixup). With
+// numerator and denominator normal and their exponents close, no scaling is needed: div_scale
+// passes S0 through with VCC clear and div_fmas is an fma; cases that would scale are refused.
+// div_fixup gives the IEEE quotient of S2 / S1 for NaN, infinite and zero operands and S0,
+// with the quotient's sign, otherwise.
+template <class F>
+bool needs_scaling(F denominator, F numerator) {
+  int de = std::ilogb(denominator), ne = std::ilogb(numerator);
+  constexpr int kFar = sizeof(F) == 4 ? 96 : 768;  // the ISA's thresholds; kTiny at (or just above) its
+  constexpr int kTiny = std::numeric_limits<F>::digits - 1 + std::numeric_limits<F>::min_exponent - 1;  // biased 23 / 53
+  return !std::isnormal(denominator) || !std::isnormal(numerator) || ne - de >= kFar || de - ne >= kFar ||
+         ne <= kTiny;
+}
+template <class F>
+F divide_fixup(F quotient, F denominator, F numerator) {
+  if (std::isnan(denominator) || std::isnan(numerator) || std::isinf(denominator) || std::isinf(numerator) ||
+      denominator == 0 || numerator == 0)
+    return numerator / denominator;
+  bool negative = std::signbit(denominator) != std::signbit(numerator);
+  return negative ? -std::fabs(quotient) : std::fabs(quotient);
 }
 
 template <class F>
@@ -975,7 +1023,9 @@ void Runner::valu(Wave& w, const Inst& in) {
       if (!(lanes >> l & 1)) continue;
       auto a32 = [&] { return in.dpp ? moved[std::size_t(l)] : vsrc(w, code[0], l, in); };
       bool r;
-      if (op >= 64 && op <= 95) r = compare_float(op & 15, fmod32(a32(), 0), fmod32(vsrc(w, code[1], l, in), 1));
+      if (op == 16 || op == 17) r = float_class(fmod32(a32(), 0), vsrc(w, code[1], l, in));
+      else if (op == 18 || op == 19) r = float_class(fmod64(vsrc64(w, code[0], l, in, true), 0), vsrc(w, code[1], l, in));
+      else if (op >= 64 && op <= 95) r = compare_float(op & 15, fmod32(a32(), 0), fmod32(vsrc(w, code[1], l, in), 1));
       else if (op >= 96 && op <= 127)
         r = compare_float(op & 15, fmod64(vsrc64(w, code[0], l, in, true), 0), fmod64(vsrc64(w, code[1], l, in, true), 1));
       else if (op >= 160 && op <= 191 && (op & 8) == 0)
@@ -1161,6 +1211,28 @@ void Runner::valu(Wave& w, const Inst& in) {
         __int128 s = (__int128)(std::int64_t(i(a())) * i(b())) + std::int64_t(c64(false));
         r = std::uint64_t(s);
         if (s != __int128(std::int64_t(r))) carry_out |= 1ull << l;
+        break;
+      }
+      case 478: r = u(divide_fixup(fa(), fb(), fc())); break;
+      case 479: r = du(divide_fixup(da(), db(), dc())); break;
+      case 480: case 481: {  // v_div_scale: D = S0 unscaled, VCC (sdst) clear; S1 the denominator, S2 the numerator
+        bool wide_op = op == 481;
+        double den = wide_op ? db() : fb(), num = wide_op ? dc() : fc();
+        if (!std::isfinite(den) || !std::isfinite(num) || den == 0 || num == 0) {
+          r = wide_op ? du(std::numeric_limits<double>::quiet_NaN()) : u(std::numeric_limits<float>::quiet_NaN());
+          break;  // div_fixup gives the quotient
+        }
+        if (wide_op ? needs_scaling(den, num) : needs_scaling(fb(), fc()))
+          fail(fmt::format("{} on operands that need scaling (denormal, tiny or far apart: {} / {}) is not simulated",
+                           in.name, num, den));
+        r = wide_op ? du(da()) : u(fa());
+        break;
+      }
+      case 482: case 483: {  // v_div_fmas: fma, scaled when VCC is set
+        std::uint64_t vcc = std::uint64_t(w.s[VCC_HI]) << 32 | w.s[VCC_LO];
+        if (vcc >> l & 1)
+          fail(fmt::format("{} with VCC set (a scaled division) is not simulated", in.name));
+        r = op == 482 ? u(std::fma(fa(), fb(), fc())) : du(std::fma(da(), db(), dc()));
         break;
       }
       case 499: r = (a() ^ b()) + c(); break;
