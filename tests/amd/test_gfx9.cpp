@@ -105,7 +105,7 @@ std::atomic<bool> no_stop{false};
 // ---- The semantics program.
 
 constexpr std::uint64_t kCodeAt = 0x100000, kOutAt = 0x200000, kKernargAt = 0x300000;
-constexpr std::uint32_t kBlocks = 21;
+constexpr std::uint32_t kBlocks = 23;
 
 struct Program {
   Ranges memory;
@@ -233,7 +233,7 @@ TEST_CASE("the decoder keeps each processor's own instructions to that processor
   CHECK(why.find("MUBUF opcode 63") != std::string::npos);
 }
 
-TEST_CASE("the decoder refuses MFMA, AGPR, SDWA and unknown encodings, naming the instruction or opcode") {
+TEST_CASE("the decoder refuses MFMA, AGPR, cut-off and unknown encodings, naming the instruction or opcode") {
   std::size_t length = 0;
   std::string why;
   auto mfma = words_of({0xd3cc8000, 0x04020500});  // v_mfma_f32_32x32x8_f16 a[0:15], v[0:1], v[2:3], a[0:15]
@@ -251,9 +251,9 @@ TEST_CASE("the decoder refuses MFMA, AGPR, SDWA and unknown encodings, naming th
   auto to_agpr = words_of({0xdc508000, 0x01ff0002});  // global_load_dword a1, v[2:3], off
   gfx9::mnemonic(gfx9::Target::gfx942, to_agpr.data(), 2, length, &why);
   CHECK(why == "global_load_dword on AGPRs is not simulated (encoding 0xdc508000)");
-  auto sdwa = words_of({0x680206f9, 0x06001502});  // v_add_u32_sdwa v1, v2, v3 dst_sel:WORD_1 ...
-  gfx9::mnemonic(gfx9::Target::gfx942, sdwa.data(), 2, length, &why);
-  CHECK(why == "v_add_u32 with SDWA operands is not simulated (encoding 0x680206f9)");
+  auto sdwa = words_of({0x680206f9});  // v_add_u32_sdwa v1, v2, v3 dst_sel:WORD_1 ... without its SDWA word
+  gfx9::mnemonic(gfx9::Target::gfx942, sdwa.data(), 1, length, &why);
+  CHECK(why == "an SDWA word past the code (encoding 0x680206f9)");
   auto sop1 = words_of({0xbe80ff00});  // SOP1 opcode 255: none
   gfx9::mnemonic(gfx9::Target::gfx942, sop1.data(), 1, length, &why);
   CHECK(why == "unknown SOP1 instruction: opcode 255 (encoding 0xbe80ff00)");
@@ -280,7 +280,8 @@ TEST_CASE("the interpreter computes what the ISA says on a program of scalar, ve
   auto b0 = p.block(0), b1 = p.block(1), b2 = p.block(2), b3 = p.block(3), b4 = p.block(4), b5 = p.block(5),
        b6 = p.block(6), b7 = p.block(7), b8 = p.block(8), b9 = p.block(9), b10 = p.block(10), b11 = p.block(11),
        b12 = p.block(12), b13 = p.block(13), b14 = p.block(14), b15 = p.block(15), b16 = p.block(16),
-       b17 = p.block(17), b18 = p.block(18), b19 = p.block(19), b20 = p.block(20);
+       b17 = p.block(17), b18 = p.block(18), b19 = p.block(19), b20 = p.block(20), b21 = p.block(21),
+       b22 = p.block(22);
   CHECK(b1[0] == 0);
   CHECK(b1[1] == 0xffffff00u);
   CHECK(b11[0] == 40);
@@ -313,6 +314,8 @@ TEST_CASE("the interpreter computes what the ISA says on a program of scalar, ve
     CHECK(b18[l] == ((x16 < 100 ? 1u << 31 : 0u) | x16));
     CHECK(b19[l] == (l << 16 | (1 + l / 2) << 8 | (3 * l + 7)));
     CHECK(b20[l] == std::uint32_t(-57));
+    CHECK(b21[l] == (((l + 0xabcd) & 0xffff) << 16 | (l == 5 ? 0x1111u : 0x1110u)));
+    CHECK(b22[l] == 0xffffffabu);
   }
 }
 

@@ -1,5 +1,5 @@
 // gfx9_program.s — a program for the CDNA interpreter's semantics test (test_gfx9.cpp): one
-// wave of 64 lanes, s[0:1] the address of the output (21 blocks of 64 dwords, block k at byte k * 256; blocks 17 on are
+// wave of 64 lanes, s[0:1] the address of the output (23 blocks of 64 dwords, block k at byte k * 256; blocks 17 on are
 // stored through s[24:25], the address of block 16),
 // v0 the lane's work-item id. Each block computes a value per lane (or one in lane 0) and
 // stores it; the test compares with what the MI300 ISA says it must be.
@@ -184,6 +184,21 @@
   v_cvt_i32_f32_e32 v6, v6
   v_add_u32_e32 v3, v4, v6                // -128 + 71 = -57
   global_store_dword v10, v3, s[24:25] offset:1024
+// Block 21: SDWA: v4 = 0xabcd0000 | lane; lane + 0xabcd into word 1 of v3 (0x11111111, its
+// word 0 kept), its bit 0 flipped where v_cmp_ne_u16_sdwa finds byte 0 of v4 unlike 5.
+// Block 22: byte 3 of v4 (0xab) into byte 0, sign-extended above: 0xffffffab.
+  v_mov_b32 v4, 0xabcd0000
+  v_or_b32_e32 v4, v4, v0
+  v_mov_b32 v3, 0x11111111
+  v_add_u32_sdwa v3, v4, v4 dst_sel:WORD_1 dst_unused:UNUSED_PRESERVE src0_sel:BYTE_0 src1_sel:WORD_1
+  v_mov_b32 v5, 5
+  v_cmp_ne_u16_sdwa vcc, v4, v5 src0_sel:BYTE_0 src1_sel:WORD_0
+  v_cndmask_b32_e64 v6, 0, 1, vcc
+  v_xor_b32_e32 v3, v3, v6
+  global_store_dword v10, v3, s[24:25] offset:1280
+  v_mov_b32 v7, 0
+  v_mov_b32_sdwa v7, v4 dst_sel:BYTE_0 dst_unused:UNUSED_SEXT src0_sel:BYTE_3
+  global_store_dword v10, v7, s[24:25] offset:1536
   s_endpgm
 double_v3:
   v_add_u32_e32 v3, v3, v3

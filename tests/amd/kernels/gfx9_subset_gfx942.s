@@ -575,3 +575,18 @@ v_cmp_ge_u16 vcc, v1, v2
 v_cmpx_ge_u16 vcc, v1, v2
 v_cmp_t_u16 vcc, v1, v2
 v_cmpx_t_u16 vcc, v1, v2
+v_add_u32_sdwa v3, v4, v4 dst_sel:WORD_1 dst_unused:UNUSED_PRESERVE src0_sel:BYTE_0 src1_sel:WORD_1
+v_cmp_ne_u16_sdwa vcc, v4, v5 src0_sel:BYTE_0 src1_sel:WORD_0
+v_mov_b32_sdwa v7, v4 dst_sel:BYTE_0 dst_unused:UNUSED_SEXT src0_sel:BYTE_3
+v_mul_u32_u24_sdwa v1, v2, v3 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:WORD_0 src1_sel:WORD_1
+v_cvt_f32_u32_sdwa v1, v2 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:BYTE_2
+v_div_scale_f32 v1, vcc, v2, v3, v4
+v_div_scale_f64 v[2:3], vcc, v[4:5], v[6:7], v[8:9]
+v_div_fmas_f32 v1, v2, v3, v4
+v_div_fmas_f64 v[2:3], v[4:5], v[6:7], v[8:9]
+v_div_fixup_f32 v1, v2, v3, v4
+v_div_fixup_f64 v[2:3], v[4:5], v[6:7], v[8:9]
+v_cmp_class_f32 vcc, v1, v2
+v_cmpx_class_f32 vcc, v1, v2
+v_cmp_class_f64 vcc, v[2:3], v1
+v_cmpx_class_f64 vcc, v[2:3], v1

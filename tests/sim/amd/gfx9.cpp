@@ -36,6 +36,8 @@ enum : std::uint32_t {
 
 // VOP3 numbers VOPC at op, VOP2 at 256 + op, VOP1 at 320 + op, its own from 448.
 constexpr std::uint32_t kVop3Vop2 = 256, kVop3Vop1 = 320, kVop3Own = 448;
+// SDWA selects: BYTE_0..BYTE_3 are 0..3, WORD_0 and WORD_1 4 and 5, DWORD 6.
+constexpr std::uint32_t kSelectDword = 6;
 
 enum class Family { SOP1, SOP2, SOPC, SOPK, SOPP, SMEM, VOP1, VOP2, VOPC, VOP3, VOP3P, DS, FLAT, MUBUF };
 
@@ -45,7 +47,7 @@ struct Inst {
   std::uint32_t length = 1;  // dwords, literal or DPP word included
   std::uint32_t w0 = 0, w1 = 0;
   std::optional<std::uint32_t> literal;
-  bool dpp = false;
+  bool dpp = false, sdwa = false;  // the second dword is a DPP or SDWA word
   const char* name = nullptr;
 };
 
@@ -290,8 +292,11 @@ std::variant<Inst, DecodeError> decode(Target target, const std::uint32_t* w, st
     if (in.family == Family::VOP2 && in.op == 22 && cdna3) in.name = nullptr;   // v_mac_f32: not on gfx940
     if (!in.name) return unknown(in.op);
     std::uint32_t src0 = d & 0x1ff;
-    if (src0 == SOURCE_SDWA)
-      return DecodeError{fmt::format("{} with SDWA operands is not simulated (encoding {:#010x})", in.name, d)};
+    if (src0 == SOURCE_SDWA) {
+      if (auto e = second("an SDWA word")) return *e;
+      in.sdwa = true;
+      return in;
+    }
     if (src0 == SOURCE_DPP) {
       if (auto e = second("a DPP word")) return *e;
       in.dpp = true;
@@ -386,9 +391,10 @@ std::string display_name(const Inst& in) {
     case Family::FLAT: return fmt::format("{}_{}", segment_prefix((in.w0 >> 14) & 3), in.name);
     case Family::MUBUF: return in.op <= kBufferLast ? fmt::format("buffer_{}", in.name) : in.name;
     case Family::VOP1:
-      if (in.op == 2 && !in.dpp) return in.name;  // v_readfirstlane_b32 has no _e32
+      if (in.op == 2 && !in.dpp && !in.sdwa) return in.name;  // v_readfirstlane_b32 has no _e32
       [[fallthrough]];
-    case Family::VOP2: case Family::VOPC: return fmt::format("{}{}", in.name, in.dpp ? "_dpp" : "_e32");
+    case Family::VOP2: case Family::VOPC:
+      return fmt::format("{}{}", in.name, in.dpp ? "_dpp" : in.sdwa ? "_sdwa" : "_e32");
     case Family::VOP3: return in.op < kVop3Own ? fmt::format("{}_e64", in.name) : in.name;
     default: return in.name;
   }
@@ -1004,6 +1010,38 @@ void Runner::valu(Wave& w, const Inst& in) {
     }
     lanes = written;
   }
+  // SDWA: each source is a byte, word or the dword of its register (sign-extended or not),
+  // and the result lands in a byte, word or the dword of the destination.
+  std::array<std::uint32_t, kLanes> picked1{};
+  std::uint32_t dst_sel = kSelectDword, dst_unused = 0;
+  if (in.sdwa) {
+    if (wide_source0(op) || wide_destination(op)) fail(fmt::format("{} with SDWA on a 64-bit operand is not simulated", in.name));
+    code[0] = (in.w1 & 0xff) + (((in.w1 >> 23) & 1) ? 0u : std::uint32_t(VGPR0));  // S0: an SGPR when set
+    if (in.family != Family::VOP1)
+      code[1] = ((in.w1 >> 31) & 1) ? ((in.w0 >> 9) & 0xff) : std::uint32_t(VGPR0) + ((in.w0 >> 9) & 0xff);
+    abs = ((in.w1 >> 21) & 1) | ((in.w1 >> 29) & 1) << 1, neg = ((in.w1 >> 20) & 1) | ((in.w1 >> 28) & 1) << 1;
+    if (!floating(op) && (abs || neg)) fail(fmt::format("{} with |abs| or -neg on an integer operation is not simulated", in.name));
+    if (in.family == Family::VOPC) {
+      if ((in.w1 >> 15) & 1) sdst = (in.w1 >> 8) & 0x7f;  // SD: an SGPR pair instead of VCC
+    } else {
+      dst_sel = (in.w1 >> 8) & 7, dst_unused = (in.w1 >> 11) & 3;
+      if ((in.w1 >> 13) & 7) fail(fmt::format("{} with clamp or an output modifier is not simulated", in.name));
+      if (dst_sel > kSelectDword || dst_unused > 2) fail(fmt::format("{}: SDWA destination select {} / unused {} is not one the ISA defines", in.name, dst_sel, dst_unused));
+    }
+    auto pick = [&](std::uint32_t x, std::uint32_t sel, bool sext) {
+      if (sel > kSelectDword) fail(fmt::format("{}: SDWA source select {} is not one the ISA defines", in.name, sel));
+      if (sel == kSelectDword) return x;
+      std::uint32_t width = sel < 4 ? 8 : 16, shift = sel < 4 ? 8 * sel : 16 * (sel - 4);
+      std::uint32_t v = (x >> shift) & ((1u << width) - 1);
+      return sext ? std::uint32_t(std::int32_t(v << (32 - width)) >> (32 - width)) : v;
+    };
+    for (int l = 0; l < kLanes; ++l) {
+      if (!(lanes >> l & 1)) continue;
+      moved[std::size_t(l)] = pick(vsrc(w, code[0], l, in), (in.w1 >> 16) & 7, (in.w1 >> 19) & 1);
+      if (in.family != Family::VOP1) picked1[std::size_t(l)] = pick(vsrc(w, code[1], l, in), (in.w1 >> 24) & 7, (in.w1 >> 27) & 1);
+    }
+  }
+  const bool moved0 = in.dpp || in.sdwa, picked = in.sdwa && in.family != Family::VOP1;
   auto fmod32 = [&](std::uint32_t x, int k) {
     float v = f(x);
     if (abs >> k & 1) v = std::fabs(v);
@@ -1021,18 +1059,19 @@ void Runner::valu(Wave& w, const Inst& in) {
     std::uint64_t result = 0;
     for (int l = 0; l < kLanes; ++l) {
       if (!(lanes >> l & 1)) continue;
-      auto a32 = [&] { return in.dpp ? moved[std::size_t(l)] : vsrc(w, code[0], l, in); };
+      auto a32 = [&] { return moved0 ? moved[std::size_t(l)] : vsrc(w, code[0], l, in); };
+      auto b32 = [&] { return picked ? picked1[std::size_t(l)] : vsrc(w, code[1], l, in); };
       bool r;
-      if (op == 16 || op == 17) r = float_class(fmod32(a32(), 0), vsrc(w, code[1], l, in));
+      if (op == 16 || op == 17) r = float_class(fmod32(a32(), 0), b32());
       else if (op == 18 || op == 19) r = float_class(fmod64(vsrc64(w, code[0], l, in, true), 0), vsrc(w, code[1], l, in));
-      else if (op >= 64 && op <= 95) r = compare_float(op & 15, fmod32(a32(), 0), fmod32(vsrc(w, code[1], l, in), 1));
+      else if (op >= 64 && op <= 95) r = compare_float(op & 15, fmod32(a32(), 0), fmod32(b32(), 1));
       else if (op >= 96 && op <= 127)
         r = compare_float(op & 15, fmod64(vsrc64(w, code[0], l, in, true), 0), fmod64(vsrc64(w, code[1], l, in, true), 1));
       else if (op >= 160 && op <= 191 && (op & 8) == 0)
-        r = compare_int(op & 7, std::int16_t(a32()), std::int16_t(vsrc(w, code[1], l, in)));
-      else if (op >= 160 && op <= 191) r = compare_int(op & 7, std::uint16_t(a32()), std::uint16_t(vsrc(w, code[1], l, in)));
-      else if (op >= 192 && op <= 223 && (op & 8) == 0) r = compare_int(op & 7, i(a32()), i(vsrc(w, code[1], l, in)));
-      else if (op >= 192 && op <= 223) r = compare_int(op & 7, a32(), vsrc(w, code[1], l, in));
+        r = compare_int(op & 7, std::int16_t(a32()), std::int16_t(b32()));
+      else if (op >= 160 && op <= 191) r = compare_int(op & 7, std::uint16_t(a32()), std::uint16_t(b32()));
+      else if (op >= 192 && op <= 223 && (op & 8) == 0) r = compare_int(op & 7, i(a32()), i(b32()));
+      else if (op >= 192 && op <= 223) r = compare_int(op & 7, a32(), b32());
       else if ((op & 8) == 0)
         r = compare_int(op & 7, std::int64_t(vsrc64(w, code[0], l, in, false)), std::int64_t(vsrc64(w, code[1], l, in, false)));
       else r = compare_int(op & 7, vsrc64(w, code[0], l, in, false), vsrc64(w, code[1], l, in, false));
@@ -1046,7 +1085,7 @@ void Runner::valu(Wave& w, const Inst& in) {
   // Single-lane forms first.
   if (op == kVop3Vop1 + 2) {  // v_readfirstlane_b32: the SGPR (the vdst field) gets the first active lane's value
     int lane = w.exec ? std::countr_zero(w.exec) : 0;
-    swrite(w, vdst, in.dpp ? moved[std::size_t(lane)] : vsrc(w, code[0], lane, in));
+    swrite(w, vdst, moved0 ? moved[std::size_t(lane)] : vsrc(w, code[0], lane, in));
     return;
   }
   if (op == 649) {  // v_readlane_b32
@@ -1066,8 +1105,8 @@ void Runner::valu(Wave& w, const Inst& in) {
   std::array<std::uint64_t, kLanes> out{};
   for (int l = 0; l < kLanes; ++l) {
     if (!(lanes >> l & 1)) continue;
-    auto a = [&] { return in.dpp ? moved[std::size_t(l)] : vsrc(w, code[0], l, in); };
-    auto b = [&] { return vsrc(w, code[1], l, in); };
+    auto a = [&] { return moved0 ? moved[std::size_t(l)] : vsrc(w, code[0], l, in); };
+    auto b = [&] { return picked ? picked1[std::size_t(l)] : vsrc(w, code[1], l, in); };
     auto c = [&] { return vsrc(w, code[2], l, in); };
     auto a64 = [&](bool fl) { return vsrc64(w, code[0], l, in, fl); };
     auto b64 = [&](bool fl) { return vsrc64(w, code[1], l, in, fl); };
@@ -1272,7 +1311,16 @@ void Runner::valu(Wave& w, const Inst& in) {
   }
   for (int l = 0; l < kLanes; ++l) {
     if (!(lanes >> l & 1)) continue;
-    vgpr(w, vdst, l) = std::uint32_t(out[std::size_t(l)]);
+    std::uint32_t r = std::uint32_t(out[std::size_t(l)]);
+    if (dst_sel != kSelectDword) {  // SDWA: the field, and the other bits zero, sign or kept
+      std::uint32_t width = dst_sel < 4 ? 8 : 16, shift = dst_sel < 4 ? 8 * dst_sel : 16 * (dst_sel - 4);
+      std::uint32_t mask = ((1u << width) - 1) << shift, field = (r << shift) & mask;
+      if (dst_unused == 2) r = (vgpr(w, vdst, l) & ~mask) | field;
+      else if (dst_unused == 1 && (field >> (shift + width - 1) & 1))
+        r = field | std::uint32_t(~((std::uint64_t(1) << (shift + width)) - 1));  // the sign above the field
+      else r = field;
+    }
+    vgpr(w, vdst, l) = r;
     if (wide) vgpr(w, vdst + 1, l) = std::uint32_t(out[std::size_t(l)] >> 32);
   }
   // Carries: VOP3B writes its sdst; the e32 carry forms write VCC.

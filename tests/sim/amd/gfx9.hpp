@@ -3,22 +3,24 @@
 //
 // It covers SALU (SOP1, SOP2, SOPC, SOPK, SOPP with branches and calls), SMEM loads, VALU in
 // VOP1, VOP2, VOP3 (and VOP3 with a scalar destination), VOPC (v_cmp writes VCC or an SGPR
-// pair, v_cmpx writes EXEC as well), 64-bit integer and f64 arithmetic, DPP on VOP1/VOP2/VOPC
+// pair, v_cmpx writes EXEC as well), 64-bit integer, f64 and 16-bit integer arithmetic, the
+// division helpers (v_div_scale/fmas/fixup) where no scaling is needed, DPP on VOP1/VOP2/VOPC
 // (quad_perm, row_shl/shr/ror, wave_shl/shr/rol/ror, row_mirror, row_half_mirror,
-// row_bcast:15/31), LDS (DS) loads, stores, atomics and lane exchanges (ds_swizzle_b32,
-// ds_permute_b32, ds_bpermute_b32), FLAT, GLOBAL and SCRATCH loads, stores and atomics, MUBUF
-// loads and stores on raw buffers and on the private segment buffer, v_pk_mov_b32, and the
-// waits, barriers and cache write-backs and invalidations around them, which it treats as
+// row_bcast:15/31), SDWA (byte and word selects of 32-bit operations), the packed f32 VOP3P
+// operations and v_pk_mov_b32, LDS (DS) loads, stores, atomics and lane exchanges
+// (ds_swizzle_b32, ds_permute_b32, ds_bpermute_b32), FLAT, GLOBAL and SCRATCH loads, stores
+// and atomics, MUBUF loads and stores on raw buffers and on the private segment buffer, and
+// the waits, barriers and cache write-backs and invalidations around them, which it treats as
 // ordering it already has (every instruction completes before the next). A group's waves run
 // one at a time, each until it ends or reaches s_barrier.
 //
-// Refused, naming what: SDWA operands, VOP3P but v_pk_mov_b32 (MFMA and the AGPR moves among
-// them: "MFMA is not simulated"), loads and stores to AGPRs, MUBUF atomics, formatted and
-// structured (indexed or strided) buffer access, and any
-// encoding or opcode outside the subset (the fault names the encoding and the opcode). A
-// memory access outside mapped memory faults the dispatch naming the address; an access to an
-// SGPR, VGPR, LDS byte or private byte the dispatch did not allocate faults it naming the
-// register or byte and the allocation.
+// Refused, naming what: the rest of VOP3P (MFMA and the AGPR moves among them: "MFMA is not
+// simulated"), loads and stores to AGPRs, SDWA with clamp or an output modifier, division
+// operands that need scaling, MUBUF atomics and formatted or structured (indexed or strided)
+// buffer access, and any encoding or opcode outside the subset (the fault names the encoding
+// and the opcode). A memory access outside mapped memory faults the dispatch naming the
+// address; an access to an SGPR, VGPR, LDS byte or private byte the dispatch did not allocate
+// faults it naming the register or byte and the allocation.
 //
 // Private memory: SCRATCH instructions address each work-item's own `private_bytes` bytes
 // (offset 0 is its first byte; the hardware's FLAT_SCRATCH base and swizzle are below this
