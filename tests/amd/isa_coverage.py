@@ -8,9 +8,10 @@ disassembled by `llvm-objdump-19 -d --mcpu=PROCESSOR`; each instruction's dwords
 gfx9_mnemonics program (built from gfx9.cpp's `mnemonic`), which names it as llvm-objdump
 does or refuses it. Per processor the tool prints the distinct mnemonics, how many of them the
 interpreter decodes, the same for instruction counts, and the mnemonics it refuses, most
-frequent first.
+frequent first. With --require P it fails (exit status 1) when, for some processor, the
+interpreter decodes less than P percent of the instructions.
 
-usage: isa_coverage.py --mnemonics PATH [--objdump PROGRAM] [--top N] FILE...
+usage: isa_coverage.py --mnemonics PATH [--objdump PROGRAM] [--top N] [--require P] FILE...
 """
 import argparse
 import collections
@@ -114,6 +115,7 @@ def main():
     parser.add_argument("--mnemonics", required=True, help="the gfx9_mnemonics program")
     parser.add_argument("--objdump", default="llvm-objdump-19")
     parser.add_argument("--top", type=int, default=25, help="how many refused mnemonics to list")
+    parser.add_argument("--require", type=float, help="the least percentage of instructions decoded")
     parser.add_argument("files", nargs="+")
     args = parser.parse_args()
 
@@ -137,6 +139,7 @@ def main():
                         decoded[processor].add(m)
     if not objects:
         sys.exit("isa_coverage: no gfx90a or gfx942 code object in " + " ".join(args.files))
+    short = []
     for processor in sorted(counts):
         c = counts[processor]
         known = decoded[processor]
@@ -145,12 +148,17 @@ def main():
         print(f"{processor}: {objects[processor]} code objects, {len(c)} distinct mnemonics, "
               f"{len(known)} decoded ({100 * len(known) / len(c):.1f}%); {total} instructions, "
               f"{covered} decoded ({100 * covered / total:.1f}%)")
+        if args.require is not None and 100 * covered / total < args.require:
+            short.append(f"{processor} {100 * covered / total:.1f}%")
         refused = [(n, m) for m, n in c.items() if m not in known]
         refused.sort(key=lambda x: (-x[0], x[1]))
         if refused:
             print(f"  refused, most frequent first: " +
                   ", ".join(f"{m} ({n})" for n, m in refused[:args.top]) +
                   (f", and {len(refused) - args.top} more" if len(refused) > args.top else ""))
+
+    if short:
+        sys.exit(f"isa_coverage: below the {args.require}% required: " + ", ".join(short))
 
 
 if __name__ == "__main__":

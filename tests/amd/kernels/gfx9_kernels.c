@@ -1,6 +1,6 @@
-/* gfx9_kernels.c — kernels the AMD tests build with clang-19 for gfx942 and run on the
- * simulator's CDNA interpreter (tests/sim/amd/gfx9.hpp), wave64. test_gfx9.cpp computes the
- * same results on the host and compares.
+/* gfx9_kernels.c — kernels the AMD tests build with clang-19 for gfx942 and gfx90a and run on
+ * the simulator's CDNA interpreter (tests/sim/amd/gfx9.hpp), wave64. test_gfx9.cpp computes
+ * the same results on the host and compares.
  *
  * Plain C for the amdgcn target: kernels are amdgpu_kernel functions, pointers are generic
  * (flat) or global, group-shared memory is address space 3, private arrays live in scratch. */
