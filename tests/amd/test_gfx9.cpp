@@ -636,3 +636,33 @@ TEST_CASE("a division that would need scaling is refused, naming the instruction
   CHECK(outcome.fault.find("v_div_scale_f32 at 0x") != std::string::npos);
   CHECK(outcome.fault.find("on operands that need scaling") != std::string::npos);
 }
+
+TEST_CASE("half-precision arithmetic and conversions match the host's, on gfx942 and gfx90a") {
+  for (auto target : kTargets) {
+    CAPTURE(target_name(target));
+    Kernel k(target, "halves", 64, 1);
+    std::vector<_Float16> a(64), b(64);
+    std::vector<float> x(64);
+    for (std::uint32_t i = 0; i < 64; ++i) {
+      a[i] = _Float16(float(int(mix(i) % 4000) - 2000) / 16.0f), b[i] = _Float16(float(mix(i + 64) % 3000) / 64.0f);
+      x[i] = std::bit_cast<float>((mix(i + 128) & 0x8fffffffu) | 0x30000000u);  // magnitudes 2^-31 .. 2
+    }
+    x[0] = 65519.0f, x[1] = 65520.0f, x[2] = 1e-7f, x[3] = std::numeric_limits<float>::infinity();
+    k.buffer(0, a);
+    k.buffer(1, b);
+    k.buffer(2, x);
+    std::uint64_t c_at = k.buffer(3, std::vector<_Float16>(128, _Float16(0)));
+    std::uint64_t d_at = k.buffer(4, std::vector<float>(128, 0));
+    auto outcome = k.run();
+    REQUIRE_MESSAGE(outcome.ok, outcome.fault);
+    auto c = k.memory.get<std::uint16_t>(c_at, 128);
+    auto d = k.memory.get<float>(d_at, 128);
+    for (std::uint32_t i = 0; i < 64; ++i) {
+      CAPTURE(i);
+      CHECK(c[2 * i] == std::bit_cast<std::uint16_t>(_Float16(a[i] * b[i])));
+      CHECK(c[2 * i + 1] == std::bit_cast<std::uint16_t>(_Float16(a[i] + b[i])));
+      CHECK(std::bit_cast<std::uint32_t>(d[2 * i]) == std::bit_cast<std::uint32_t>(float(_Float16(x[i]))));
+      CHECK(d[2 * i + 1] == float(a[i] > b[i] ? a[i] : b[i]));
+    }
+  }
+}

@@ -121,3 +121,14 @@ KERNEL void divide(const GLOBAL float *a, const GLOBAL float *b, const GLOBAL do
   r[i] = x[i] / y[i];
   kinds[i] = (uint32_t)__builtin_isinf(a[i]) | (uint32_t)__builtin_isnan(b[i]) << 1;
 }
+
+/* Half precision: c[2i] = a[i] * b[i], c[2i+1] = a[i] + b[i], d[2i] = x[i] rounded to half and
+ * back, d[2i+1] = the larger of a[i] and b[i] as a float. */
+KERNEL void halves(const GLOBAL _Float16 *a, const GLOBAL _Float16 *b, const GLOBAL float *x, GLOBAL _Float16 *c,
+                   GLOBAL float *d) {
+  uint32_t i = group_x() * 64 + thread_x();
+  c[2 * i] = a[i] * b[i];
+  c[2 * i + 1] = a[i] + b[i];
+  d[2 * i] = (float)(_Float16)x[i];
+  d[2 * i + 1] = (float)(a[i] > b[i] ? a[i] : b[i]);
+}

@@ -589,3 +589,46 @@ v_cmp_class_f32 vcc, v1, v2
 v_cmpx_class_f32 vcc, v1, v2
 v_cmp_class_f64 vcc, v[2:3], v1
 v_cmpx_class_f64 vcc, v[2:3], v1
+v_cvt_f16_f32_e32 v1, v2
+v_cvt_f32_f16_e32 v1, v2
+v_cvt_f16_u16_e32 v1, v2
+v_cvt_u16_f16_e32 v1, v2
+v_add_f16_e32 v1, v2, v3
+v_sub_f16_e32 v1, v2, v3
+v_mul_f16_e32 v1, v2, v3
+v_max_f16_e32 v1, v2, v3
+v_min_f16_e32 v1, v2, v3
+v_fma_f16 v1, v2, v3, v4
+v_pack_b32_f16 v1, v2, -v3
+v_cmp_f_f16 vcc, v1, v2
+v_cmpx_f_f16 vcc, v1, v2
+v_cmp_lt_f16 vcc, v1, v2
+v_cmpx_lt_f16 vcc, v1, v2
+v_cmp_eq_f16 vcc, v1, v2
+v_cmpx_eq_f16 vcc, v1, v2
+v_cmp_le_f16 vcc, v1, v2
+v_cmpx_le_f16 vcc, v1, v2
+v_cmp_gt_f16 vcc, v1, v2
+v_cmpx_gt_f16 vcc, v1, v2
+v_cmp_lg_f16 vcc, v1, v2
+v_cmpx_lg_f16 vcc, v1, v2
+v_cmp_ge_f16 vcc, v1, v2
+v_cmpx_ge_f16 vcc, v1, v2
+v_cmp_o_f16 vcc, v1, v2
+v_cmpx_o_f16 vcc, v1, v2
+v_cmp_u_f16 vcc, v1, v2
+v_cmpx_u_f16 vcc, v1, v2
+v_cmp_nge_f16 vcc, v1, v2
+v_cmpx_nge_f16 vcc, v1, v2
+v_cmp_nlg_f16 vcc, v1, v2
+v_cmpx_nlg_f16 vcc, v1, v2
+v_cmp_ngt_f16 vcc, v1, v2
+v_cmpx_ngt_f16 vcc, v1, v2
+v_cmp_nle_f16 vcc, v1, v2
+v_cmpx_nle_f16 vcc, v1, v2
+v_cmp_neq_f16 vcc, v1, v2
+v_cmpx_neq_f16 vcc, v1, v2
+v_cmp_nlt_f16 vcc, v1, v2
+v_cmpx_nlt_f16 vcc, v1, v2
+v_cmp_tru_f16 vcc, v1, v2
+v_cmpx_tru_f16 vcc, v1, v2

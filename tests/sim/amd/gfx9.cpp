@@ -87,63 +87,73 @@ constexpr Name kSmem[] = {{0, "s_load_dword"}, {1, "s_load_dwordx2"}, {2, "s_loa
     {3, "s_load_dwordx8"}, {4, "s_load_dwordx16"}};
 constexpr Name kVop1[] = {{1, "v_mov_b32"}, {2, "v_readfirstlane_b32"}, {3, "v_cvt_i32_f64"},
     {4, "v_cvt_f64_i32"}, {5, "v_cvt_f32_i32"}, {6, "v_cvt_f32_u32"}, {7, "v_cvt_u32_f32"}, {8, "v_cvt_i32_f32"},
-    {15, "v_cvt_f32_f64"}, {16, "v_cvt_f64_f32"}, {17, "v_cvt_f32_ubyte0"}, {21, "v_cvt_u32_f64"},
-    {22, "v_cvt_f64_u32"}, {23, "v_trunc_f64"}, {24, "v_ceil_f64"}, {25, "v_rndne_f64"}, {26, "v_floor_f64"},
-    {27, "v_fract_f32"}, {28, "v_trunc_f32"}, {29, "v_ceil_f32"}, {30, "v_rndne_f32"}, {31, "v_floor_f32"},
-    {32, "v_exp_f32"}, {33, "v_log_f32"}, {34, "v_rcp_f32"}, {35, "v_rcp_iflag_f32"}, {36, "v_rsq_f32"},
-    {37, "v_rcp_f64"}, {38, "v_rsq_f64"}, {39, "v_sqrt_f32"}, {40, "v_sqrt_f64"}, {43, "v_not_b32"},
-    {44, "v_bfrev_b32"}, {45, "v_ffbh_u32"}, {46, "v_ffbl_b32"}, {47, "v_ffbh_i32"}, {50, "v_fract_f64"},
-    {56, "v_mov_b64"}};
+    {10, "v_cvt_f16_f32"}, {11, "v_cvt_f32_f16"}, {15, "v_cvt_f32_f64"}, {16, "v_cvt_f64_f32"},
+    {17, "v_cvt_f32_ubyte0"}, {21, "v_cvt_u32_f64"}, {22, "v_cvt_f64_u32"}, {23, "v_trunc_f64"},
+    {24, "v_ceil_f64"}, {25, "v_rndne_f64"}, {26, "v_floor_f64"}, {27, "v_fract_f32"}, {28, "v_trunc_f32"},
+    {29, "v_ceil_f32"}, {30, "v_rndne_f32"}, {31, "v_floor_f32"}, {32, "v_exp_f32"}, {33, "v_log_f32"},
+    {34, "v_rcp_f32"}, {35, "v_rcp_iflag_f32"}, {36, "v_rsq_f32"}, {37, "v_rcp_f64"}, {38, "v_rsq_f64"},
+    {39, "v_sqrt_f32"}, {40, "v_sqrt_f64"}, {43, "v_not_b32"}, {44, "v_bfrev_b32"}, {45, "v_ffbh_u32"},
+    {46, "v_ffbl_b32"}, {47, "v_ffbh_i32"}, {50, "v_fract_f64"}, {56, "v_mov_b64"}, {57, "v_cvt_f16_u16"},
+    {59, "v_cvt_u16_f16"}};
 constexpr Name kVop2[] = {{0, "v_cndmask_b32"}, {1, "v_add_f32"}, {2, "v_sub_f32"}, {3, "v_subrev_f32"},
     {4, "v_fmac_f64"}, {5, "v_mul_f32"}, {6, "v_mul_i32_i24"}, {7, "v_mul_hi_i32_i24"}, {8, "v_mul_u32_u24"},
     {9, "v_mul_hi_u32_u24"}, {10, "v_min_f32"}, {11, "v_max_f32"}, {12, "v_min_i32"}, {13, "v_max_i32"},
     {14, "v_min_u32"}, {15, "v_max_u32"}, {16, "v_lshrrev_b32"}, {17, "v_ashrrev_i32"}, {18, "v_lshlrev_b32"},
     {19, "v_and_b32"}, {20, "v_or_b32"}, {21, "v_xor_b32"}, {22, "v_mac_f32"}, {25, "v_add_co_u32"},
     {26, "v_sub_co_u32"}, {27, "v_subrev_co_u32"}, {28, "v_addc_co_u32"}, {29, "v_subb_co_u32"},
-    {30, "v_subbrev_co_u32"}, {38, "v_add_u16"}, {39, "v_sub_u16"}, {41, "v_mul_lo_u16"}, {42, "v_lshlrev_b16"},
-    {43, "v_lshrrev_b16"}, {47, "v_max_u16"}, {49, "v_min_u16"}, {52, "v_add_u32"}, {53, "v_sub_u32"},
+    {30, "v_subbrev_co_u32"}, {31, "v_add_f16"}, {32, "v_sub_f16"}, {34, "v_mul_f16"}, {38, "v_add_u16"},
+    {39, "v_sub_u16"}, {41, "v_mul_lo_u16"}, {42, "v_lshlrev_b16"}, {43, "v_lshrrev_b16"}, {45, "v_max_f16"},
+    {46, "v_min_f16"}, {47, "v_max_u16"}, {49, "v_min_u16"}, {52, "v_add_u32"}, {53, "v_sub_u32"},
     {54, "v_subrev_u32"}, {59, "v_fmac_f32"}};
 constexpr Name kVopc[] = {{16, "v_cmp_class_f32"}, {17, "v_cmpx_class_f32"}, {18, "v_cmp_class_f64"},
-    {19, "v_cmpx_class_f64"}, {64, "v_cmp_f_f32"}, {65, "v_cmp_lt_f32"}, {66, "v_cmp_eq_f32"},
-    {67, "v_cmp_le_f32"}, {68, "v_cmp_gt_f32"}, {69, "v_cmp_lg_f32"}, {70, "v_cmp_ge_f32"}, {71, "v_cmp_o_f32"},
-    {72, "v_cmp_u_f32"}, {73, "v_cmp_nge_f32"}, {74, "v_cmp_nlg_f32"}, {75, "v_cmp_ngt_f32"},
-    {76, "v_cmp_nle_f32"}, {77, "v_cmp_neq_f32"}, {78, "v_cmp_nlt_f32"}, {79, "v_cmp_tru_f32"},
-    {80, "v_cmpx_f_f32"}, {81, "v_cmpx_lt_f32"}, {82, "v_cmpx_eq_f32"}, {83, "v_cmpx_le_f32"},
-    {84, "v_cmpx_gt_f32"}, {85, "v_cmpx_lg_f32"}, {86, "v_cmpx_ge_f32"}, {87, "v_cmpx_o_f32"},
-    {88, "v_cmpx_u_f32"}, {89, "v_cmpx_nge_f32"}, {90, "v_cmpx_nlg_f32"}, {91, "v_cmpx_ngt_f32"},
-    {92, "v_cmpx_nle_f32"}, {93, "v_cmpx_neq_f32"}, {94, "v_cmpx_nlt_f32"}, {95, "v_cmpx_tru_f32"},
-    {96, "v_cmp_f_f64"}, {97, "v_cmp_lt_f64"}, {98, "v_cmp_eq_f64"}, {99, "v_cmp_le_f64"}, {100, "v_cmp_gt_f64"},
-    {101, "v_cmp_lg_f64"}, {102, "v_cmp_ge_f64"}, {103, "v_cmp_o_f64"}, {104, "v_cmp_u_f64"},
-    {105, "v_cmp_nge_f64"}, {106, "v_cmp_nlg_f64"}, {107, "v_cmp_ngt_f64"}, {108, "v_cmp_nle_f64"},
-    {109, "v_cmp_neq_f64"}, {110, "v_cmp_nlt_f64"}, {111, "v_cmp_tru_f64"}, {112, "v_cmpx_f_f64"},
-    {113, "v_cmpx_lt_f64"}, {114, "v_cmpx_eq_f64"}, {115, "v_cmpx_le_f64"}, {116, "v_cmpx_gt_f64"},
-    {117, "v_cmpx_lg_f64"}, {118, "v_cmpx_ge_f64"}, {119, "v_cmpx_o_f64"}, {120, "v_cmpx_u_f64"},
-    {121, "v_cmpx_nge_f64"}, {122, "v_cmpx_nlg_f64"}, {123, "v_cmpx_ngt_f64"}, {124, "v_cmpx_nle_f64"},
-    {125, "v_cmpx_neq_f64"}, {126, "v_cmpx_nlt_f64"}, {127, "v_cmpx_tru_f64"}, {160, "v_cmp_f_i16"},
-    {161, "v_cmp_lt_i16"}, {162, "v_cmp_eq_i16"}, {163, "v_cmp_le_i16"}, {164, "v_cmp_gt_i16"},
-    {165, "v_cmp_ne_i16"}, {166, "v_cmp_ge_i16"}, {167, "v_cmp_t_i16"}, {168, "v_cmp_f_u16"},
-    {169, "v_cmp_lt_u16"}, {170, "v_cmp_eq_u16"}, {171, "v_cmp_le_u16"}, {172, "v_cmp_gt_u16"},
-    {173, "v_cmp_ne_u16"}, {174, "v_cmp_ge_u16"}, {175, "v_cmp_t_u16"}, {176, "v_cmpx_f_i16"},
-    {177, "v_cmpx_lt_i16"}, {178, "v_cmpx_eq_i16"}, {179, "v_cmpx_le_i16"}, {180, "v_cmpx_gt_i16"},
-    {181, "v_cmpx_ne_i16"}, {182, "v_cmpx_ge_i16"}, {183, "v_cmpx_t_i16"}, {184, "v_cmpx_f_u16"},
-    {185, "v_cmpx_lt_u16"}, {186, "v_cmpx_eq_u16"}, {187, "v_cmpx_le_u16"}, {188, "v_cmpx_gt_u16"},
-    {189, "v_cmpx_ne_u16"}, {190, "v_cmpx_ge_u16"}, {191, "v_cmpx_t_u16"}, {192, "v_cmp_f_i32"},
-    {193, "v_cmp_lt_i32"}, {194, "v_cmp_eq_i32"}, {195, "v_cmp_le_i32"}, {196, "v_cmp_gt_i32"},
-    {197, "v_cmp_ne_i32"}, {198, "v_cmp_ge_i32"}, {199, "v_cmp_t_i32"}, {200, "v_cmp_f_u32"},
-    {201, "v_cmp_lt_u32"}, {202, "v_cmp_eq_u32"}, {203, "v_cmp_le_u32"}, {204, "v_cmp_gt_u32"},
-    {205, "v_cmp_ne_u32"}, {206, "v_cmp_ge_u32"}, {207, "v_cmp_t_u32"}, {208, "v_cmpx_f_i32"},
-    {209, "v_cmpx_lt_i32"}, {210, "v_cmpx_eq_i32"}, {211, "v_cmpx_le_i32"}, {212, "v_cmpx_gt_i32"},
-    {213, "v_cmpx_ne_i32"}, {214, "v_cmpx_ge_i32"}, {215, "v_cmpx_t_i32"}, {216, "v_cmpx_f_u32"},
-    {217, "v_cmpx_lt_u32"}, {218, "v_cmpx_eq_u32"}, {219, "v_cmpx_le_u32"}, {220, "v_cmpx_gt_u32"},
-    {221, "v_cmpx_ne_u32"}, {222, "v_cmpx_ge_u32"}, {223, "v_cmpx_t_u32"}, {224, "v_cmp_f_i64"},
-    {225, "v_cmp_lt_i64"}, {226, "v_cmp_eq_i64"}, {227, "v_cmp_le_i64"}, {228, "v_cmp_gt_i64"},
-    {229, "v_cmp_ne_i64"}, {230, "v_cmp_ge_i64"}, {231, "v_cmp_t_i64"}, {232, "v_cmp_f_u64"},
-    {233, "v_cmp_lt_u64"}, {234, "v_cmp_eq_u64"}, {235, "v_cmp_le_u64"}, {236, "v_cmp_gt_u64"},
-    {237, "v_cmp_ne_u64"}, {238, "v_cmp_ge_u64"}, {239, "v_cmp_t_u64"}, {240, "v_cmpx_f_i64"},
-    {241, "v_cmpx_lt_i64"}, {242, "v_cmpx_eq_i64"}, {243, "v_cmpx_le_i64"}, {244, "v_cmpx_gt_i64"},
-    {245, "v_cmpx_ne_i64"}, {246, "v_cmpx_ge_i64"}, {247, "v_cmpx_t_i64"}, {248, "v_cmpx_f_u64"},
-    {249, "v_cmpx_lt_u64"}, {250, "v_cmpx_eq_u64"}, {251, "v_cmpx_le_u64"}, {252, "v_cmpx_gt_u64"},
-    {253, "v_cmpx_ne_u64"}, {254, "v_cmpx_ge_u64"}, {255, "v_cmpx_t_u64"}};
+    {19, "v_cmpx_class_f64"}, {32, "v_cmp_f_f16"}, {33, "v_cmp_lt_f16"}, {34, "v_cmp_eq_f16"},
+    {35, "v_cmp_le_f16"}, {36, "v_cmp_gt_f16"}, {37, "v_cmp_lg_f16"}, {38, "v_cmp_ge_f16"}, {39, "v_cmp_o_f16"},
+    {40, "v_cmp_u_f16"}, {41, "v_cmp_nge_f16"}, {42, "v_cmp_nlg_f16"}, {43, "v_cmp_ngt_f16"},
+    {44, "v_cmp_nle_f16"}, {45, "v_cmp_neq_f16"}, {46, "v_cmp_nlt_f16"}, {47, "v_cmp_tru_f16"},
+    {48, "v_cmpx_f_f16"}, {49, "v_cmpx_lt_f16"}, {50, "v_cmpx_eq_f16"}, {51, "v_cmpx_le_f16"},
+    {52, "v_cmpx_gt_f16"}, {53, "v_cmpx_lg_f16"}, {54, "v_cmpx_ge_f16"}, {55, "v_cmpx_o_f16"},
+    {56, "v_cmpx_u_f16"}, {57, "v_cmpx_nge_f16"}, {58, "v_cmpx_nlg_f16"}, {59, "v_cmpx_ngt_f16"},
+    {60, "v_cmpx_nle_f16"}, {61, "v_cmpx_neq_f16"}, {62, "v_cmpx_nlt_f16"}, {63, "v_cmpx_tru_f16"},
+    {64, "v_cmp_f_f32"}, {65, "v_cmp_lt_f32"}, {66, "v_cmp_eq_f32"}, {67, "v_cmp_le_f32"}, {68, "v_cmp_gt_f32"},
+    {69, "v_cmp_lg_f32"}, {70, "v_cmp_ge_f32"}, {71, "v_cmp_o_f32"}, {72, "v_cmp_u_f32"}, {73, "v_cmp_nge_f32"},
+    {74, "v_cmp_nlg_f32"}, {75, "v_cmp_ngt_f32"}, {76, "v_cmp_nle_f32"}, {77, "v_cmp_neq_f32"},
+    {78, "v_cmp_nlt_f32"}, {79, "v_cmp_tru_f32"}, {80, "v_cmpx_f_f32"}, {81, "v_cmpx_lt_f32"},
+    {82, "v_cmpx_eq_f32"}, {83, "v_cmpx_le_f32"}, {84, "v_cmpx_gt_f32"}, {85, "v_cmpx_lg_f32"},
+    {86, "v_cmpx_ge_f32"}, {87, "v_cmpx_o_f32"}, {88, "v_cmpx_u_f32"}, {89, "v_cmpx_nge_f32"},
+    {90, "v_cmpx_nlg_f32"}, {91, "v_cmpx_ngt_f32"}, {92, "v_cmpx_nle_f32"}, {93, "v_cmpx_neq_f32"},
+    {94, "v_cmpx_nlt_f32"}, {95, "v_cmpx_tru_f32"}, {96, "v_cmp_f_f64"}, {97, "v_cmp_lt_f64"},
+    {98, "v_cmp_eq_f64"}, {99, "v_cmp_le_f64"}, {100, "v_cmp_gt_f64"}, {101, "v_cmp_lg_f64"},
+    {102, "v_cmp_ge_f64"}, {103, "v_cmp_o_f64"}, {104, "v_cmp_u_f64"}, {105, "v_cmp_nge_f64"},
+    {106, "v_cmp_nlg_f64"}, {107, "v_cmp_ngt_f64"}, {108, "v_cmp_nle_f64"}, {109, "v_cmp_neq_f64"},
+    {110, "v_cmp_nlt_f64"}, {111, "v_cmp_tru_f64"}, {112, "v_cmpx_f_f64"}, {113, "v_cmpx_lt_f64"},
+    {114, "v_cmpx_eq_f64"}, {115, "v_cmpx_le_f64"}, {116, "v_cmpx_gt_f64"}, {117, "v_cmpx_lg_f64"},
+    {118, "v_cmpx_ge_f64"}, {119, "v_cmpx_o_f64"}, {120, "v_cmpx_u_f64"}, {121, "v_cmpx_nge_f64"},
+    {122, "v_cmpx_nlg_f64"}, {123, "v_cmpx_ngt_f64"}, {124, "v_cmpx_nle_f64"}, {125, "v_cmpx_neq_f64"},
+    {126, "v_cmpx_nlt_f64"}, {127, "v_cmpx_tru_f64"}, {160, "v_cmp_f_i16"}, {161, "v_cmp_lt_i16"},
+    {162, "v_cmp_eq_i16"}, {163, "v_cmp_le_i16"}, {164, "v_cmp_gt_i16"}, {165, "v_cmp_ne_i16"},
+    {166, "v_cmp_ge_i16"}, {167, "v_cmp_t_i16"}, {168, "v_cmp_f_u16"}, {169, "v_cmp_lt_u16"},
+    {170, "v_cmp_eq_u16"}, {171, "v_cmp_le_u16"}, {172, "v_cmp_gt_u16"}, {173, "v_cmp_ne_u16"},
+    {174, "v_cmp_ge_u16"}, {175, "v_cmp_t_u16"}, {176, "v_cmpx_f_i16"}, {177, "v_cmpx_lt_i16"},
+    {178, "v_cmpx_eq_i16"}, {179, "v_cmpx_le_i16"}, {180, "v_cmpx_gt_i16"}, {181, "v_cmpx_ne_i16"},
+    {182, "v_cmpx_ge_i16"}, {183, "v_cmpx_t_i16"}, {184, "v_cmpx_f_u16"}, {185, "v_cmpx_lt_u16"},
+    {186, "v_cmpx_eq_u16"}, {187, "v_cmpx_le_u16"}, {188, "v_cmpx_gt_u16"}, {189, "v_cmpx_ne_u16"},
+    {190, "v_cmpx_ge_u16"}, {191, "v_cmpx_t_u16"}, {192, "v_cmp_f_i32"}, {193, "v_cmp_lt_i32"},
+    {194, "v_cmp_eq_i32"}, {195, "v_cmp_le_i32"}, {196, "v_cmp_gt_i32"}, {197, "v_cmp_ne_i32"},
+    {198, "v_cmp_ge_i32"}, {199, "v_cmp_t_i32"}, {200, "v_cmp_f_u32"}, {201, "v_cmp_lt_u32"},
+    {202, "v_cmp_eq_u32"}, {203, "v_cmp_le_u32"}, {204, "v_cmp_gt_u32"}, {205, "v_cmp_ne_u32"},
+    {206, "v_cmp_ge_u32"}, {207, "v_cmp_t_u32"}, {208, "v_cmpx_f_i32"}, {209, "v_cmpx_lt_i32"},
+    {210, "v_cmpx_eq_i32"}, {211, "v_cmpx_le_i32"}, {212, "v_cmpx_gt_i32"}, {213, "v_cmpx_ne_i32"},
+    {214, "v_cmpx_ge_i32"}, {215, "v_cmpx_t_i32"}, {216, "v_cmpx_f_u32"}, {217, "v_cmpx_lt_u32"},
+    {218, "v_cmpx_eq_u32"}, {219, "v_cmpx_le_u32"}, {220, "v_cmpx_gt_u32"}, {221, "v_cmpx_ne_u32"},
+    {222, "v_cmpx_ge_u32"}, {223, "v_cmpx_t_u32"}, {224, "v_cmp_f_i64"}, {225, "v_cmp_lt_i64"},
+    {226, "v_cmp_eq_i64"}, {227, "v_cmp_le_i64"}, {228, "v_cmp_gt_i64"}, {229, "v_cmp_ne_i64"},
+    {230, "v_cmp_ge_i64"}, {231, "v_cmp_t_i64"}, {232, "v_cmp_f_u64"}, {233, "v_cmp_lt_u64"},
+    {234, "v_cmp_eq_u64"}, {235, "v_cmp_le_u64"}, {236, "v_cmp_gt_u64"}, {237, "v_cmp_ne_u64"},
+    {238, "v_cmp_ge_u64"}, {239, "v_cmp_t_u64"}, {240, "v_cmpx_f_i64"}, {241, "v_cmpx_lt_i64"},
+    {242, "v_cmpx_eq_i64"}, {243, "v_cmpx_le_i64"}, {244, "v_cmpx_gt_i64"}, {245, "v_cmpx_ne_i64"},
+    {246, "v_cmpx_ge_i64"}, {247, "v_cmpx_t_i64"}, {248, "v_cmpx_f_u64"}, {249, "v_cmpx_lt_u64"},
+    {250, "v_cmpx_eq_u64"}, {251, "v_cmpx_le_u64"}, {252, "v_cmpx_gt_u64"}, {253, "v_cmpx_ne_u64"},
+    {254, "v_cmpx_ge_u64"}, {255, "v_cmpx_t_u64"}};
 constexpr Name kVop3[] = {{449, "v_mad_f32"}, {450, "v_mad_i32_i24"}, {451, "v_mad_u32_u24"}, {456, "v_bfe_u32"},
     {457, "v_bfe_i32"}, {458, "v_bfi_b32"}, {459, "v_fma_f32"}, {460, "v_fma_f64"}, {462, "v_alignbit_b32"},
     {464, "v_min3_f32"}, {465, "v_min3_i32"}, {466, "v_min3_u32"}, {467, "v_max3_f32"}, {468, "v_max3_i32"},
@@ -151,11 +161,11 @@ constexpr Name kVop3[] = {{449, "v_mad_f32"}, {450, "v_mad_i32_i24"}, {451, "v_m
     {479, "v_div_fixup_f64"}, {480, "v_div_scale_f32"}, {481, "v_div_scale_f64"}, {482, "v_div_fmas_f32"},
     {483, "v_div_fmas_f64"}, {488, "v_mad_u64_u32"}, {489, "v_mad_i64_i32"}, {499, "v_xad_u32"},
     {509, "v_lshl_add_u32"}, {510, "v_add_lshl_u32"}, {511, "v_add3_u32"}, {512, "v_lshl_or_b32"},
-    {513, "v_and_or_b32"}, {514, "v_or3_b32"}, {520, "v_lshl_add_u64"}, {640, "v_add_f64"}, {641, "v_mul_f64"},
-    {642, "v_min_f64"}, {643, "v_max_f64"}, {644, "v_ldexp_f64"}, {645, "v_mul_lo_u32"}, {646, "v_mul_hi_u32"},
-    {647, "v_mul_hi_i32"}, {648, "v_ldexp_f32"}, {649, "v_readlane_b32"}, {650, "v_writelane_b32"},
-    {651, "v_bcnt_u32_b32"}, {652, "v_mbcnt_lo_u32_b32"}, {653, "v_mbcnt_hi_u32_b32"}, {655, "v_lshlrev_b64"},
-    {656, "v_lshrrev_b64"}, {657, "v_ashrrev_i64"}};
+    {513, "v_and_or_b32"}, {514, "v_or3_b32"}, {518, "v_fma_f16"}, {520, "v_lshl_add_u64"}, {640, "v_add_f64"},
+    {641, "v_mul_f64"}, {642, "v_min_f64"}, {643, "v_max_f64"}, {644, "v_ldexp_f64"}, {645, "v_mul_lo_u32"},
+    {646, "v_mul_hi_u32"}, {647, "v_mul_hi_i32"}, {648, "v_ldexp_f32"}, {649, "v_readlane_b32"},
+    {650, "v_writelane_b32"}, {651, "v_bcnt_u32_b32"}, {652, "v_mbcnt_lo_u32_b32"}, {653, "v_mbcnt_hi_u32_b32"},
+    {655, "v_lshlrev_b64"}, {656, "v_lshrrev_b64"}, {657, "v_ashrrev_i64"}, {672, "v_pack_b32_f16"}};
 constexpr Name kDs[] = {{0, "ds_add_u32"}, {1, "ds_sub_u32"}, {5, "ds_min_i32"}, {6, "ds_max_i32"},
     {7, "ds_min_u32"}, {8, "ds_max_u32"}, {9, "ds_and_b32"}, {10, "ds_or_b32"}, {11, "ds_xor_b32"},
     {13, "ds_write_b32"}, {14, "ds_write2_b32"}, {15, "ds_write2st64_b32"}, {21, "ds_add_f32"},
@@ -438,6 +448,26 @@ double df(std::uint64_t x) { return std::bit_cast<double>(x); }
 std::uint64_t du(double x) { return std::bit_cast<std::uint64_t>(x); }
 std::int32_t i(std::uint32_t x) { return std::int32_t(x); }
 std::uint32_t sext24(std::uint32_t x) { return std::uint32_t(std::int32_t(x << 8) >> 8); }
+
+// IEEE half precision (f16) to and from wider floats, rounding to nearest even.
+float from_half(std::uint32_t h) {
+  int exponent = int((h >> 10) & 31), mantissa = int(h & 1023);
+  float sign = (h & 0x8000) ? -1.0f : 1.0f;
+  if (exponent == 31) return mantissa ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
+  if (exponent == 0) return sign * std::ldexp(float(mantissa), -24);
+  return sign * std::ldexp(float(mantissa | 1024), exponent - 25);
+}
+std::uint32_t to_half(double x) {
+  std::uint32_t sign = std::signbit(x) ? 0x8000 : 0;
+  double a = std::fabs(x);
+  if (std::isnan(x)) return sign | 0x7e00;
+  if (a >= 65520.0) return sign | 0x7c00;  // halfway above the largest half (65504) and up: infinity
+  if (a < std::ldexp(1.0, -14)) return sign | std::uint32_t(std::nearbyint(a * 16777216.0));  // subnormal: units of 2^-24
+  int e;
+  double q = std::nearbyint(std::frexp(a, &e) * 2048.0);  // 11 significant bits
+  if (q == 2048.0) q = 1024.0, ++e;
+  return sign | std::uint32_t(e + 14) << 10 | std::uint32_t(q - 1024.0);
+}
 
 // Float to integer as the ISA converts: NaN gives 0, out-of-range values the nearest bound.
 template <class Int>
@@ -894,12 +924,14 @@ bool wide_source0(std::uint32_t op) {
 }
 // Float operations, which take |abs| and -neg modifiers.
 bool floating(std::uint32_t op) {
-  if ((op >= 16 && op <= 19) || (op >= 64 && op <= 127) || (op >= 478 && op <= 483)) return true;
+  if ((op >= 16 && op <= 19) || (op >= 32 && op <= 127) || (op >= 478 && op <= 483)) return true;
   switch (op) {
     case kVop3Vop2 + 1: case kVop3Vop2 + 2: case kVop3Vop2 + 3: case kVop3Vop2 + 4: case kVop3Vop2 + 5:
     case kVop3Vop2 + 10: case kVop3Vop2 + 11: case kVop3Vop2 + 22: case kVop3Vop2 + 59: case 449:
     case kVop3Vop1 + 3: case kVop3Vop1 + 7: case kVop3Vop1 + 8: case kVop3Vop1 + 15: case kVop3Vop1 + 16:
-    case kVop3Vop1 + 21: case kVop3Vop1 + 50:
+    case kVop3Vop1 + 21: case kVop3Vop1 + 50: case kVop3Vop1 + 10: case kVop3Vop1 + 11: case kVop3Vop1 + 59:
+    case kVop3Vop2 + 31: case kVop3Vop2 + 32: case kVop3Vop2 + 34: case kVop3Vop2 + 45: case kVop3Vop2 + 46:
+    case 518: case 672:
     case 459: case 460: case 464: case 467: case 470: case 640: case 641: case 642: case 643: case 644: case 648:
       return true;
   }
@@ -911,7 +943,7 @@ bool scalar_destination(std::uint32_t op) {
 }
 // Whether a compare writes EXEC as well (v_cmpx).
 bool writes_exec(std::uint32_t op) {
-  return op == 17 || op == 19 || (op >= 80 && op <= 95) || (op >= 112 && op <= 127) || (op >= 176 && op <= 191) || (op >= 208 && op <= 223) ||
+  return op == 17 || op == 19 || (op >= 48 && op <= 63) || (op >= 80 && op <= 95) || (op >= 112 && op <= 127) || (op >= 176 && op <= 191) || (op >= 208 && op <= 223) ||
          op >= 240;
 }
 
@@ -1048,6 +1080,7 @@ void Runner::valu(Wave& w, const Inst& in) {
     if (neg >> k & 1) v = -v;
     return v;
   };
+  auto fmod16 = [&](std::uint32_t x, int k) { return fmod32(u(from_half(x & 0xffff)), k); };
   auto fmod64 = [&](std::uint64_t x, int k) {
     double v = df(x);
     if (abs >> k & 1) v = std::fabs(v);
@@ -1064,6 +1097,7 @@ void Runner::valu(Wave& w, const Inst& in) {
       bool r;
       if (op == 16 || op == 17) r = float_class(fmod32(a32(), 0), b32());
       else if (op == 18 || op == 19) r = float_class(fmod64(vsrc64(w, code[0], l, in, true), 0), vsrc(w, code[1], l, in));
+      else if (op >= 32 && op <= 63) r = compare_float(op & 15, fmod16(a32(), 0), fmod16(b32(), 1));
       else if (op >= 64 && op <= 95) r = compare_float(op & 15, fmod32(a32(), 0), fmod32(b32(), 1));
       else if (op >= 96 && op <= 127)
         r = compare_float(op & 15, fmod64(vsrc64(w, code[0], l, in, true), 0), fmod64(vsrc64(w, code[1], l, in, true), 1));
@@ -1112,6 +1146,9 @@ void Runner::valu(Wave& w, const Inst& in) {
     auto b64 = [&](bool fl) { return vsrc64(w, code[1], l, in, fl); };
     auto c64 = [&](bool fl) { return vsrc64(w, code[2], l, in, fl); };
     auto fa = [&] { return fmod32(a(), 0); };
+    auto ha = [&] { return double(fmod16(a(), 0)); };
+    auto hb = [&] { return double(fmod16(b(), 1)); };
+    auto hc = [&] { return double(fmod16(c(), 2)); };
     auto fb = [&] { return fmod32(b(), 1); };
     auto fc = [&] { return fmod32(c(), 2); };
     auto da = [&] { return fmod64(a64(true), 0); };
@@ -1171,6 +1208,12 @@ void Runner::valu(Wave& w, const Inst& in) {
       case kVop3Vop2 + 43: r = std::uint16_t((b() & 0xffff) >> (a() & 15)); break;
       case kVop3Vop2 + 47: r = std::max(a() & 0xffff, b() & 0xffff); break;
       case kVop3Vop2 + 49: r = std::min(a() & 0xffff, b() & 0xffff); break;
+      // f16 operations, in double (exact for these) and rounded once; the upper 16 bits zero
+      case kVop3Vop2 + 31: r = to_half(ha() + hb()); break;
+      case kVop3Vop2 + 32: r = to_half(ha() - hb()); break;
+      case kVop3Vop2 + 34: r = to_half(ha() * hb()); break;
+      case kVop3Vop2 + 45: r = to_half(std::fmax(ha(), hb())); break;
+      case kVop3Vop2 + 46: r = to_half(std::fmin(ha(), hb())); break;
       case kVop3Vop2 + 52: r = a() + b(); break;
       case kVop3Vop2 + 53: r = a() - b(); break;
       case kVop3Vop2 + 54: r = b() - a(); break;
@@ -1185,6 +1228,10 @@ void Runner::valu(Wave& w, const Inst& in) {
       case kVop3Vop1 + 8: r = std::uint32_t(to_int<std::int32_t>(fa())); break;
       case kVop3Vop1 + 15: r = u(float(da())); break;
       case kVop3Vop1 + 16: r = du(double(fa())); break;
+      case kVop3Vop1 + 10: r = to_half(fa()); break;
+      case kVop3Vop1 + 11: r = u(fmod16(a(), 0)); break;
+      case kVop3Vop1 + 57: r = to_half(double(a() & 0xffff)); break;
+      case kVop3Vop1 + 59: r = to_int<std::uint16_t>(ha()); break;
       case kVop3Vop1 + 17: r = u(float(a() & 0xff)); break;
       case kVop3Vop1 + 21: r = to_int<std::uint32_t>(da()); break;
       case kVop3Vop1 + 22: r = du(double(a())); break;
@@ -1272,6 +1319,18 @@ void Runner::valu(Wave& w, const Inst& in) {
         if (vcc >> l & 1)
           fail(fmt::format("{} with VCC set (a scaled division) is not simulated", in.name));
         r = op == 482 ? u(std::fma(fa(), fb(), fc())) : du(std::fma(da(), db(), dc()));
+        break;
+      }
+      // fused: exact in double unless the addend's exponent is far from the product's, then rounded once
+      case 518: r = to_half(std::fma(ha(), hb(), hc())); break;
+      case 672: {  // v_pack_b32_f16: S0's half low, S1's high, with |abs| and -neg on the bits
+        auto bits = [&](std::uint32_t x, int k) {
+          x &= 0xffff;
+          if (abs >> k & 1) x &= 0x7fff;
+          if (neg >> k & 1) x ^= 0x8000;
+          return x;
+        };
+        r = bits(a(), 0) | bits(b(), 1) << 16;
         break;
       }
       case 499: r = (a() ^ b()) + c(); break;
