@@ -105,7 +105,7 @@ std::atomic<bool> no_stop{false};
 // ---- The semantics program.
 
 constexpr std::uint64_t kCodeAt = 0x100000, kOutAt = 0x200000, kKernargAt = 0x300000;
-constexpr std::uint32_t kBlocks = 23;
+constexpr std::uint32_t kBlocks = 26;
 
 struct Program {
   Ranges memory;
@@ -281,7 +281,7 @@ TEST_CASE("the interpreter computes what the ISA says on a program of scalar, ve
        b6 = p.block(6), b7 = p.block(7), b8 = p.block(8), b9 = p.block(9), b10 = p.block(10), b11 = p.block(11),
        b12 = p.block(12), b13 = p.block(13), b14 = p.block(14), b15 = p.block(15), b16 = p.block(16),
        b17 = p.block(17), b18 = p.block(18), b19 = p.block(19), b20 = p.block(20), b21 = p.block(21),
-       b22 = p.block(22);
+       b22 = p.block(22), b23 = p.block(23), b24 = p.block(24), b25 = p.block(25);
   CHECK(b1[0] == 0);
   CHECK(b1[1] == 0xffffff00u);
   CHECK(b11[0] == 40);
@@ -316,6 +316,11 @@ TEST_CASE("the interpreter computes what the ISA says on a program of scalar, ve
     CHECK(b20[l] == std::uint32_t(-57));
     CHECK(b21[l] == (((l + 0xabcd) & 0xffff) << 16 | (l == 5 ? 0x1111u : 0x1110u)));
     CHECK(b22[l] == 0xffffffabu);
+    int e;
+    double m = std::frexp(double(l + 1), &e);
+    CHECK(b23[l] == (std::uint32_t(m * 4096) << 8 | std::uint32_t(e)));
+    CHECK(b24[l] == l);
+    CHECK(b25[l] == ((l < 32 ? 1u : 0u) << 8 | (l & 31)));
   }
 }
 

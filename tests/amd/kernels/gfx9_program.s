@@ -1,5 +1,5 @@
 // gfx9_program.s — a program for the CDNA interpreter's semantics test (test_gfx9.cpp): one
-// wave of 64 lanes, s[0:1] the address of the output (23 blocks of 64 dwords, block k at byte k * 256; blocks 17 on are
+// wave of 64 lanes, s[0:1] the address of the output (26 blocks of 64 dwords, block k at byte k * 256; blocks 17 on are
 // stored through s[24:25], the address of block 16),
 // v0 the lane's work-item id. Each block computes a value per lane (or one in lane 0) and
 // stores it; the test compares with what the MI300 ISA says it must be.
@@ -199,6 +199,35 @@
   v_mov_b32 v7, 0
   v_mov_b32_sdwa v7, v4 dst_sel:BYTE_0 dst_unused:UNUSED_SEXT src0_sel:BYTE_3
   global_store_dword v10, v7, s[24:25] offset:1536
+// Block 23: frexp of lane + 1 as f64: exponent e | (mantissa * 4096) << 8.
+  v_cvt_f64_u32_e32 v[4:5], v0
+  v_add_f64 v[4:5], v[4:5], 1.0
+  v_frexp_exp_i32_f64_e32 v3, v[4:5]
+  v_frexp_mant_f64_e32 v[6:7], v[4:5]
+  v_ldexp_f64 v[6:7], v[6:7], 12
+  v_cvt_u32_f64_e32 v8, v[6:7]
+  v_lshl_or_b32 v3, v8, 8, v3
+  global_store_dword v10, v3, s[24:25] offset:1792
+// Block 24: the upper half of (lane << 16) | 0xffff by global_store_short_d16_hi into a zero dword: lane.
+  v_lshlrev_b32_e32 v3, 16, v0
+  v_or_b32_e32 v3, 0xffff, v3
+  global_store_short_d16_hi v10, v3, s[24:25] offset:2048
+// Block 25: sqrt in f16 of (lane & 31)^2, back to an integer, | (whether f16(lane - 32) is a negative normal) << 8.
+  v_and_b32_e32 v3, 31, v0
+  v_mul_u32_u24_e32 v4, v3, v3
+  v_cvt_f32_u32_e32 v4, v4
+  v_cvt_f16_f32_e32 v4, v4
+  v_sqrt_f16_e32 v4, v4
+  v_cvt_f32_f16_e32 v4, v4
+  v_cvt_u32_f32_e32 v4, v4
+  v_subrev_u32_e32 v5, 32, v0
+  v_cvt_f32_i32_e32 v5, v5
+  v_cvt_f16_f32_e32 v5, v5
+  v_mov_b32 v6, 8                         // the class mask: -normal
+  v_cmp_class_f16_e64 s[26:27], v5, v6
+  v_cndmask_b32_e64 v6, 0, 1, s[26:27]
+  v_lshl_or_b32 v4, v6, 8, v4
+  global_store_dword v10, v4, s[24:25] offset:2304
   s_endpgm
 double_v3:
   v_add_u32_e32 v3, v3, v3

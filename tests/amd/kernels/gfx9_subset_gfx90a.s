@@ -632,3 +632,18 @@ v_cmp_nlt_f16 vcc, v1, v2
 v_cmpx_nlt_f16 vcc, v1, v2
 v_cmp_tru_f16 vcc, v1, v2
 v_cmpx_tru_f16 vcc, v1, v2
+global_store_short_d16_hi v[2:3], v1, off
+global_store_byte_d16_hi v[2:3], v1, off
+flat_store_short_d16_hi v[2:3], v1
+scratch_store_short_d16_hi v2, v1, off
+ds_min_u64 v1, v[2:3]
+ds_max_u64 v1, v[2:3]
+ds_min_rtn_u64 v[2:3], v1, v[4:5]
+ds_max_rtn_u64 v[2:3], v1, v[4:5]
+v_cmp_class_f16_e64 s[0:1], v1, v2
+v_cmpx_class_f16 vcc, v1, v2
+v_sqrt_f16_e32 v1, v2
+v_frexp_exp_i32_f64_e32 v1, v[2:3]
+v_frexp_mant_f64_e32 v[2:3], v[4:5]
+v_frexp_exp_i32_f32_e32 v1, v2
+v_frexp_mant_f32_e32 v1, v2

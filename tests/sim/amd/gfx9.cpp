@@ -93,8 +93,9 @@ constexpr Name kVop1[] = {{1, "v_mov_b32"}, {2, "v_readfirstlane_b32"}, {3, "v_c
     {29, "v_ceil_f32"}, {30, "v_rndne_f32"}, {31, "v_floor_f32"}, {32, "v_exp_f32"}, {33, "v_log_f32"},
     {34, "v_rcp_f32"}, {35, "v_rcp_iflag_f32"}, {36, "v_rsq_f32"}, {37, "v_rcp_f64"}, {38, "v_rsq_f64"},
     {39, "v_sqrt_f32"}, {40, "v_sqrt_f64"}, {43, "v_not_b32"}, {44, "v_bfrev_b32"}, {45, "v_ffbh_u32"},
-    {46, "v_ffbl_b32"}, {47, "v_ffbh_i32"}, {50, "v_fract_f64"}, {56, "v_mov_b64"}, {57, "v_cvt_f16_u16"},
-    {59, "v_cvt_u16_f16"}};
+    {46, "v_ffbl_b32"}, {47, "v_ffbh_i32"}, {48, "v_frexp_exp_i32_f64"}, {49, "v_frexp_mant_f64"},
+    {50, "v_fract_f64"}, {51, "v_frexp_exp_i32_f32"}, {52, "v_frexp_mant_f32"}, {56, "v_mov_b64"},
+    {57, "v_cvt_f16_u16"}, {59, "v_cvt_u16_f16"}, {62, "v_sqrt_f16"}};
 constexpr Name kVop2[] = {{0, "v_cndmask_b32"}, {1, "v_add_f32"}, {2, "v_sub_f32"}, {3, "v_subrev_f32"},
     {4, "v_fmac_f64"}, {5, "v_mul_f32"}, {6, "v_mul_i32_i24"}, {7, "v_mul_hi_i32_i24"}, {8, "v_mul_u32_u24"},
     {9, "v_mul_hi_u32_u24"}, {10, "v_min_f32"}, {11, "v_max_f32"}, {12, "v_min_i32"}, {13, "v_max_i32"},
@@ -106,54 +107,54 @@ constexpr Name kVop2[] = {{0, "v_cndmask_b32"}, {1, "v_add_f32"}, {2, "v_sub_f32
     {46, "v_min_f16"}, {47, "v_max_u16"}, {49, "v_min_u16"}, {52, "v_add_u32"}, {53, "v_sub_u32"},
     {54, "v_subrev_u32"}, {59, "v_fmac_f32"}};
 constexpr Name kVopc[] = {{16, "v_cmp_class_f32"}, {17, "v_cmpx_class_f32"}, {18, "v_cmp_class_f64"},
-    {19, "v_cmpx_class_f64"}, {32, "v_cmp_f_f16"}, {33, "v_cmp_lt_f16"}, {34, "v_cmp_eq_f16"},
-    {35, "v_cmp_le_f16"}, {36, "v_cmp_gt_f16"}, {37, "v_cmp_lg_f16"}, {38, "v_cmp_ge_f16"}, {39, "v_cmp_o_f16"},
-    {40, "v_cmp_u_f16"}, {41, "v_cmp_nge_f16"}, {42, "v_cmp_nlg_f16"}, {43, "v_cmp_ngt_f16"},
-    {44, "v_cmp_nle_f16"}, {45, "v_cmp_neq_f16"}, {46, "v_cmp_nlt_f16"}, {47, "v_cmp_tru_f16"},
-    {48, "v_cmpx_f_f16"}, {49, "v_cmpx_lt_f16"}, {50, "v_cmpx_eq_f16"}, {51, "v_cmpx_le_f16"},
-    {52, "v_cmpx_gt_f16"}, {53, "v_cmpx_lg_f16"}, {54, "v_cmpx_ge_f16"}, {55, "v_cmpx_o_f16"},
-    {56, "v_cmpx_u_f16"}, {57, "v_cmpx_nge_f16"}, {58, "v_cmpx_nlg_f16"}, {59, "v_cmpx_ngt_f16"},
-    {60, "v_cmpx_nle_f16"}, {61, "v_cmpx_neq_f16"}, {62, "v_cmpx_nlt_f16"}, {63, "v_cmpx_tru_f16"},
-    {64, "v_cmp_f_f32"}, {65, "v_cmp_lt_f32"}, {66, "v_cmp_eq_f32"}, {67, "v_cmp_le_f32"}, {68, "v_cmp_gt_f32"},
-    {69, "v_cmp_lg_f32"}, {70, "v_cmp_ge_f32"}, {71, "v_cmp_o_f32"}, {72, "v_cmp_u_f32"}, {73, "v_cmp_nge_f32"},
-    {74, "v_cmp_nlg_f32"}, {75, "v_cmp_ngt_f32"}, {76, "v_cmp_nle_f32"}, {77, "v_cmp_neq_f32"},
-    {78, "v_cmp_nlt_f32"}, {79, "v_cmp_tru_f32"}, {80, "v_cmpx_f_f32"}, {81, "v_cmpx_lt_f32"},
-    {82, "v_cmpx_eq_f32"}, {83, "v_cmpx_le_f32"}, {84, "v_cmpx_gt_f32"}, {85, "v_cmpx_lg_f32"},
-    {86, "v_cmpx_ge_f32"}, {87, "v_cmpx_o_f32"}, {88, "v_cmpx_u_f32"}, {89, "v_cmpx_nge_f32"},
-    {90, "v_cmpx_nlg_f32"}, {91, "v_cmpx_ngt_f32"}, {92, "v_cmpx_nle_f32"}, {93, "v_cmpx_neq_f32"},
-    {94, "v_cmpx_nlt_f32"}, {95, "v_cmpx_tru_f32"}, {96, "v_cmp_f_f64"}, {97, "v_cmp_lt_f64"},
-    {98, "v_cmp_eq_f64"}, {99, "v_cmp_le_f64"}, {100, "v_cmp_gt_f64"}, {101, "v_cmp_lg_f64"},
-    {102, "v_cmp_ge_f64"}, {103, "v_cmp_o_f64"}, {104, "v_cmp_u_f64"}, {105, "v_cmp_nge_f64"},
-    {106, "v_cmp_nlg_f64"}, {107, "v_cmp_ngt_f64"}, {108, "v_cmp_nle_f64"}, {109, "v_cmp_neq_f64"},
-    {110, "v_cmp_nlt_f64"}, {111, "v_cmp_tru_f64"}, {112, "v_cmpx_f_f64"}, {113, "v_cmpx_lt_f64"},
-    {114, "v_cmpx_eq_f64"}, {115, "v_cmpx_le_f64"}, {116, "v_cmpx_gt_f64"}, {117, "v_cmpx_lg_f64"},
-    {118, "v_cmpx_ge_f64"}, {119, "v_cmpx_o_f64"}, {120, "v_cmpx_u_f64"}, {121, "v_cmpx_nge_f64"},
-    {122, "v_cmpx_nlg_f64"}, {123, "v_cmpx_ngt_f64"}, {124, "v_cmpx_nle_f64"}, {125, "v_cmpx_neq_f64"},
-    {126, "v_cmpx_nlt_f64"}, {127, "v_cmpx_tru_f64"}, {160, "v_cmp_f_i16"}, {161, "v_cmp_lt_i16"},
-    {162, "v_cmp_eq_i16"}, {163, "v_cmp_le_i16"}, {164, "v_cmp_gt_i16"}, {165, "v_cmp_ne_i16"},
-    {166, "v_cmp_ge_i16"}, {167, "v_cmp_t_i16"}, {168, "v_cmp_f_u16"}, {169, "v_cmp_lt_u16"},
-    {170, "v_cmp_eq_u16"}, {171, "v_cmp_le_u16"}, {172, "v_cmp_gt_u16"}, {173, "v_cmp_ne_u16"},
-    {174, "v_cmp_ge_u16"}, {175, "v_cmp_t_u16"}, {176, "v_cmpx_f_i16"}, {177, "v_cmpx_lt_i16"},
-    {178, "v_cmpx_eq_i16"}, {179, "v_cmpx_le_i16"}, {180, "v_cmpx_gt_i16"}, {181, "v_cmpx_ne_i16"},
-    {182, "v_cmpx_ge_i16"}, {183, "v_cmpx_t_i16"}, {184, "v_cmpx_f_u16"}, {185, "v_cmpx_lt_u16"},
-    {186, "v_cmpx_eq_u16"}, {187, "v_cmpx_le_u16"}, {188, "v_cmpx_gt_u16"}, {189, "v_cmpx_ne_u16"},
-    {190, "v_cmpx_ge_u16"}, {191, "v_cmpx_t_u16"}, {192, "v_cmp_f_i32"}, {193, "v_cmp_lt_i32"},
-    {194, "v_cmp_eq_i32"}, {195, "v_cmp_le_i32"}, {196, "v_cmp_gt_i32"}, {197, "v_cmp_ne_i32"},
-    {198, "v_cmp_ge_i32"}, {199, "v_cmp_t_i32"}, {200, "v_cmp_f_u32"}, {201, "v_cmp_lt_u32"},
-    {202, "v_cmp_eq_u32"}, {203, "v_cmp_le_u32"}, {204, "v_cmp_gt_u32"}, {205, "v_cmp_ne_u32"},
-    {206, "v_cmp_ge_u32"}, {207, "v_cmp_t_u32"}, {208, "v_cmpx_f_i32"}, {209, "v_cmpx_lt_i32"},
-    {210, "v_cmpx_eq_i32"}, {211, "v_cmpx_le_i32"}, {212, "v_cmpx_gt_i32"}, {213, "v_cmpx_ne_i32"},
-    {214, "v_cmpx_ge_i32"}, {215, "v_cmpx_t_i32"}, {216, "v_cmpx_f_u32"}, {217, "v_cmpx_lt_u32"},
-    {218, "v_cmpx_eq_u32"}, {219, "v_cmpx_le_u32"}, {220, "v_cmpx_gt_u32"}, {221, "v_cmpx_ne_u32"},
-    {222, "v_cmpx_ge_u32"}, {223, "v_cmpx_t_u32"}, {224, "v_cmp_f_i64"}, {225, "v_cmp_lt_i64"},
-    {226, "v_cmp_eq_i64"}, {227, "v_cmp_le_i64"}, {228, "v_cmp_gt_i64"}, {229, "v_cmp_ne_i64"},
-    {230, "v_cmp_ge_i64"}, {231, "v_cmp_t_i64"}, {232, "v_cmp_f_u64"}, {233, "v_cmp_lt_u64"},
-    {234, "v_cmp_eq_u64"}, {235, "v_cmp_le_u64"}, {236, "v_cmp_gt_u64"}, {237, "v_cmp_ne_u64"},
-    {238, "v_cmp_ge_u64"}, {239, "v_cmp_t_u64"}, {240, "v_cmpx_f_i64"}, {241, "v_cmpx_lt_i64"},
-    {242, "v_cmpx_eq_i64"}, {243, "v_cmpx_le_i64"}, {244, "v_cmpx_gt_i64"}, {245, "v_cmpx_ne_i64"},
-    {246, "v_cmpx_ge_i64"}, {247, "v_cmpx_t_i64"}, {248, "v_cmpx_f_u64"}, {249, "v_cmpx_lt_u64"},
-    {250, "v_cmpx_eq_u64"}, {251, "v_cmpx_le_u64"}, {252, "v_cmpx_gt_u64"}, {253, "v_cmpx_ne_u64"},
-    {254, "v_cmpx_ge_u64"}, {255, "v_cmpx_t_u64"}};
+    {19, "v_cmpx_class_f64"}, {20, "v_cmp_class_f16"}, {21, "v_cmpx_class_f16"}, {32, "v_cmp_f_f16"},
+    {33, "v_cmp_lt_f16"}, {34, "v_cmp_eq_f16"}, {35, "v_cmp_le_f16"}, {36, "v_cmp_gt_f16"}, {37, "v_cmp_lg_f16"},
+    {38, "v_cmp_ge_f16"}, {39, "v_cmp_o_f16"}, {40, "v_cmp_u_f16"}, {41, "v_cmp_nge_f16"}, {42, "v_cmp_nlg_f16"},
+    {43, "v_cmp_ngt_f16"}, {44, "v_cmp_nle_f16"}, {45, "v_cmp_neq_f16"}, {46, "v_cmp_nlt_f16"},
+    {47, "v_cmp_tru_f16"}, {48, "v_cmpx_f_f16"}, {49, "v_cmpx_lt_f16"}, {50, "v_cmpx_eq_f16"},
+    {51, "v_cmpx_le_f16"}, {52, "v_cmpx_gt_f16"}, {53, "v_cmpx_lg_f16"}, {54, "v_cmpx_ge_f16"},
+    {55, "v_cmpx_o_f16"}, {56, "v_cmpx_u_f16"}, {57, "v_cmpx_nge_f16"}, {58, "v_cmpx_nlg_f16"},
+    {59, "v_cmpx_ngt_f16"}, {60, "v_cmpx_nle_f16"}, {61, "v_cmpx_neq_f16"}, {62, "v_cmpx_nlt_f16"},
+    {63, "v_cmpx_tru_f16"}, {64, "v_cmp_f_f32"}, {65, "v_cmp_lt_f32"}, {66, "v_cmp_eq_f32"},
+    {67, "v_cmp_le_f32"}, {68, "v_cmp_gt_f32"}, {69, "v_cmp_lg_f32"}, {70, "v_cmp_ge_f32"}, {71, "v_cmp_o_f32"},
+    {72, "v_cmp_u_f32"}, {73, "v_cmp_nge_f32"}, {74, "v_cmp_nlg_f32"}, {75, "v_cmp_ngt_f32"},
+    {76, "v_cmp_nle_f32"}, {77, "v_cmp_neq_f32"}, {78, "v_cmp_nlt_f32"}, {79, "v_cmp_tru_f32"},
+    {80, "v_cmpx_f_f32"}, {81, "v_cmpx_lt_f32"}, {82, "v_cmpx_eq_f32"}, {83, "v_cmpx_le_f32"},
+    {84, "v_cmpx_gt_f32"}, {85, "v_cmpx_lg_f32"}, {86, "v_cmpx_ge_f32"}, {87, "v_cmpx_o_f32"},
+    {88, "v_cmpx_u_f32"}, {89, "v_cmpx_nge_f32"}, {90, "v_cmpx_nlg_f32"}, {91, "v_cmpx_ngt_f32"},
+    {92, "v_cmpx_nle_f32"}, {93, "v_cmpx_neq_f32"}, {94, "v_cmpx_nlt_f32"}, {95, "v_cmpx_tru_f32"},
+    {96, "v_cmp_f_f64"}, {97, "v_cmp_lt_f64"}, {98, "v_cmp_eq_f64"}, {99, "v_cmp_le_f64"}, {100, "v_cmp_gt_f64"},
+    {101, "v_cmp_lg_f64"}, {102, "v_cmp_ge_f64"}, {103, "v_cmp_o_f64"}, {104, "v_cmp_u_f64"},
+    {105, "v_cmp_nge_f64"}, {106, "v_cmp_nlg_f64"}, {107, "v_cmp_ngt_f64"}, {108, "v_cmp_nle_f64"},
+    {109, "v_cmp_neq_f64"}, {110, "v_cmp_nlt_f64"}, {111, "v_cmp_tru_f64"}, {112, "v_cmpx_f_f64"},
+    {113, "v_cmpx_lt_f64"}, {114, "v_cmpx_eq_f64"}, {115, "v_cmpx_le_f64"}, {116, "v_cmpx_gt_f64"},
+    {117, "v_cmpx_lg_f64"}, {118, "v_cmpx_ge_f64"}, {119, "v_cmpx_o_f64"}, {120, "v_cmpx_u_f64"},
+    {121, "v_cmpx_nge_f64"}, {122, "v_cmpx_nlg_f64"}, {123, "v_cmpx_ngt_f64"}, {124, "v_cmpx_nle_f64"},
+    {125, "v_cmpx_neq_f64"}, {126, "v_cmpx_nlt_f64"}, {127, "v_cmpx_tru_f64"}, {160, "v_cmp_f_i16"},
+    {161, "v_cmp_lt_i16"}, {162, "v_cmp_eq_i16"}, {163, "v_cmp_le_i16"}, {164, "v_cmp_gt_i16"},
+    {165, "v_cmp_ne_i16"}, {166, "v_cmp_ge_i16"}, {167, "v_cmp_t_i16"}, {168, "v_cmp_f_u16"},
+    {169, "v_cmp_lt_u16"}, {170, "v_cmp_eq_u16"}, {171, "v_cmp_le_u16"}, {172, "v_cmp_gt_u16"},
+    {173, "v_cmp_ne_u16"}, {174, "v_cmp_ge_u16"}, {175, "v_cmp_t_u16"}, {176, "v_cmpx_f_i16"},
+    {177, "v_cmpx_lt_i16"}, {178, "v_cmpx_eq_i16"}, {179, "v_cmpx_le_i16"}, {180, "v_cmpx_gt_i16"},
+    {181, "v_cmpx_ne_i16"}, {182, "v_cmpx_ge_i16"}, {183, "v_cmpx_t_i16"}, {184, "v_cmpx_f_u16"},
+    {185, "v_cmpx_lt_u16"}, {186, "v_cmpx_eq_u16"}, {187, "v_cmpx_le_u16"}, {188, "v_cmpx_gt_u16"},
+    {189, "v_cmpx_ne_u16"}, {190, "v_cmpx_ge_u16"}, {191, "v_cmpx_t_u16"}, {192, "v_cmp_f_i32"},
+    {193, "v_cmp_lt_i32"}, {194, "v_cmp_eq_i32"}, {195, "v_cmp_le_i32"}, {196, "v_cmp_gt_i32"},
+    {197, "v_cmp_ne_i32"}, {198, "v_cmp_ge_i32"}, {199, "v_cmp_t_i32"}, {200, "v_cmp_f_u32"},
+    {201, "v_cmp_lt_u32"}, {202, "v_cmp_eq_u32"}, {203, "v_cmp_le_u32"}, {204, "v_cmp_gt_u32"},
+    {205, "v_cmp_ne_u32"}, {206, "v_cmp_ge_u32"}, {207, "v_cmp_t_u32"}, {208, "v_cmpx_f_i32"},
+    {209, "v_cmpx_lt_i32"}, {210, "v_cmpx_eq_i32"}, {211, "v_cmpx_le_i32"}, {212, "v_cmpx_gt_i32"},
+    {213, "v_cmpx_ne_i32"}, {214, "v_cmpx_ge_i32"}, {215, "v_cmpx_t_i32"}, {216, "v_cmpx_f_u32"},
+    {217, "v_cmpx_lt_u32"}, {218, "v_cmpx_eq_u32"}, {219, "v_cmpx_le_u32"}, {220, "v_cmpx_gt_u32"},
+    {221, "v_cmpx_ne_u32"}, {222, "v_cmpx_ge_u32"}, {223, "v_cmpx_t_u32"}, {224, "v_cmp_f_i64"},
+    {225, "v_cmp_lt_i64"}, {226, "v_cmp_eq_i64"}, {227, "v_cmp_le_i64"}, {228, "v_cmp_gt_i64"},
+    {229, "v_cmp_ne_i64"}, {230, "v_cmp_ge_i64"}, {231, "v_cmp_t_i64"}, {232, "v_cmp_f_u64"},
+    {233, "v_cmp_lt_u64"}, {234, "v_cmp_eq_u64"}, {235, "v_cmp_le_u64"}, {236, "v_cmp_gt_u64"},
+    {237, "v_cmp_ne_u64"}, {238, "v_cmp_ge_u64"}, {239, "v_cmp_t_u64"}, {240, "v_cmpx_f_i64"},
+    {241, "v_cmpx_lt_i64"}, {242, "v_cmpx_eq_i64"}, {243, "v_cmpx_le_i64"}, {244, "v_cmpx_gt_i64"},
+    {245, "v_cmpx_ne_i64"}, {246, "v_cmpx_ge_i64"}, {247, "v_cmpx_t_i64"}, {248, "v_cmpx_f_u64"},
+    {249, "v_cmpx_lt_u64"}, {250, "v_cmpx_eq_u64"}, {251, "v_cmpx_le_u64"}, {252, "v_cmpx_gt_u64"},
+    {253, "v_cmpx_ne_u64"}, {254, "v_cmpx_ge_u64"}, {255, "v_cmpx_t_u64"}};
 constexpr Name kVop3[] = {{449, "v_mad_f32"}, {450, "v_mad_i32_i24"}, {451, "v_mad_u32_u24"}, {456, "v_bfe_u32"},
     {457, "v_bfe_i32"}, {458, "v_bfi_b32"}, {459, "v_fma_f32"}, {460, "v_fma_f64"}, {462, "v_alignbit_b32"},
     {464, "v_min3_f32"}, {465, "v_min3_i32"}, {466, "v_min3_u32"}, {467, "v_max3_f32"}, {468, "v_max3_i32"},
@@ -174,18 +175,20 @@ constexpr Name kDs[] = {{0, "ds_add_u32"}, {1, "ds_sub_u32"}, {5, "ds_min_i32"},
     {43, "ds_xor_rtn_b32"}, {45, "ds_wrxchg_rtn_b32"}, {48, "ds_cmpst_rtn_b32"}, {53, "ds_add_rtn_f32"},
     {54, "ds_read_b32"}, {55, "ds_read2_b32"}, {56, "ds_read2st64_b32"}, {57, "ds_read_i8"}, {58, "ds_read_u8"},
     {59, "ds_read_i16"}, {60, "ds_read_u16"}, {61, "ds_swizzle_b32"}, {62, "ds_permute_b32"},
-    {63, "ds_bpermute_b32"}, {64, "ds_add_u64"}, {77, "ds_write_b64"}, {78, "ds_write2_b64"},
-    {79, "ds_write2st64_b64"}, {92, "ds_add_f64"}, {96, "ds_add_rtn_u64"}, {112, "ds_cmpst_rtn_b64"},
-    {118, "ds_read_b64"}, {119, "ds_read2_b64"}, {120, "ds_read2st64_b64"}, {124, "ds_add_rtn_f64"},
-    {222, "ds_write_b96"}, {223, "ds_write_b128"}, {254, "ds_read_b96"}, {255, "ds_read_b128"}};
+    {63, "ds_bpermute_b32"}, {64, "ds_add_u64"}, {71, "ds_min_u64"}, {72, "ds_max_u64"}, {77, "ds_write_b64"},
+    {78, "ds_write2_b64"}, {79, "ds_write2st64_b64"}, {92, "ds_add_f64"}, {96, "ds_add_rtn_u64"},
+    {103, "ds_min_rtn_u64"}, {104, "ds_max_rtn_u64"}, {112, "ds_cmpst_rtn_b64"}, {118, "ds_read_b64"},
+    {119, "ds_read2_b64"}, {120, "ds_read2st64_b64"}, {124, "ds_add_rtn_f64"}, {222, "ds_write_b96"},
+    {223, "ds_write_b128"}, {254, "ds_read_b96"}, {255, "ds_read_b128"}};
 constexpr Name kFlat[] = {{16, "load_ubyte"}, {17, "load_sbyte"}, {18, "load_ushort"}, {19, "load_sshort"},
     {20, "load_dword"}, {21, "load_dwordx2"}, {22, "load_dwordx3"}, {23, "load_dwordx4"}, {24, "store_byte"},
-    {26, "store_short"}, {28, "store_dword"}, {29, "store_dwordx2"}, {30, "store_dwordx3"},
-    {31, "store_dwordx4"}, {64, "atomic_swap"}, {65, "atomic_cmpswap"}, {66, "atomic_add"}, {67, "atomic_sub"},
-    {68, "atomic_smin"}, {69, "atomic_umin"}, {70, "atomic_smax"}, {71, "atomic_umax"}, {72, "atomic_and"},
-    {73, "atomic_or"}, {74, "atomic_xor"}, {75, "atomic_inc"}, {76, "atomic_dec"}, {77, "atomic_add_f32"},
-    {79, "atomic_add_f64"}, {96, "atomic_swap_x2"}, {97, "atomic_cmpswap_x2"}, {98, "atomic_add_x2"},
-    {100, "atomic_smin_x2"}, {101, "atomic_umin_x2"}, {102, "atomic_smax_x2"}, {103, "atomic_umax_x2"}};
+    {25, "store_byte_d16_hi"}, {26, "store_short"}, {27, "store_short_d16_hi"}, {28, "store_dword"},
+    {29, "store_dwordx2"}, {30, "store_dwordx3"}, {31, "store_dwordx4"}, {64, "atomic_swap"},
+    {65, "atomic_cmpswap"}, {66, "atomic_add"}, {67, "atomic_sub"}, {68, "atomic_smin"}, {69, "atomic_umin"},
+    {70, "atomic_smax"}, {71, "atomic_umax"}, {72, "atomic_and"}, {73, "atomic_or"}, {74, "atomic_xor"},
+    {75, "atomic_inc"}, {76, "atomic_dec"}, {77, "atomic_add_f32"}, {79, "atomic_add_f64"},
+    {96, "atomic_swap_x2"}, {97, "atomic_cmpswap_x2"}, {98, "atomic_add_x2"}, {100, "atomic_smin_x2"},
+    {101, "atomic_umin_x2"}, {102, "atomic_smax_x2"}, {103, "atomic_umax_x2"}};
 constexpr Name kMubuf[] = {{40, "buffer_wbl2"}, {41, "buffer_inv"}, {63, "buffer_wbinvl1_vol"}};
 
 template <std::size_t N>
@@ -900,8 +903,8 @@ bool wide_destination(std::uint32_t op) {
   switch (op) {
     case kVop3Vop1 + 4: case kVop3Vop1 + 16: case kVop3Vop1 + 22: case kVop3Vop1 + 23: case kVop3Vop1 + 24:
     case kVop3Vop1 + 25: case kVop3Vop1 + 26: case kVop3Vop1 + 37: case kVop3Vop1 + 38: case kVop3Vop1 + 40:
-    case kVop3Vop1 + 50: case kVop3Vop1 + 56: case kVop3Vop2 + 4: case 460: case 479: case 481: case 483:
-    case 488: case 489: case 520:
+    case kVop3Vop1 + 49: case kVop3Vop1 + 50: case kVop3Vop1 + 56: case kVop3Vop2 + 4: case 460: case 479: case 481:
+    case 483: case 488: case 489: case 520:
     case 640: case 641: case 642: case 643: case 644: case 655: case 656: case 657:
       return true;
   }
@@ -915,8 +918,8 @@ bool wide_source0(std::uint32_t op) {
   switch (op) {
     case kVop3Vop1 + 3: case kVop3Vop1 + 15: case kVop3Vop1 + 21: case kVop3Vop1 + 23: case kVop3Vop1 + 24:
     case kVop3Vop1 + 25: case kVop3Vop1 + 26: case kVop3Vop1 + 37: case kVop3Vop1 + 38: case kVop3Vop1 + 40:
-    case kVop3Vop1 + 50: case kVop3Vop1 + 56: case kVop3Vop2 + 4: case 460: case 479: case 481: case 483:
-    case 520: case 640: case 641:
+    case kVop3Vop1 + 48: case kVop3Vop1 + 49: case kVop3Vop1 + 50: case kVop3Vop1 + 56: case kVop3Vop2 + 4: case 460:
+    case 479: case 481: case 483: case 520: case 640: case 641:
     case 642: case 643: case 644:
       return true;
   }
@@ -930,6 +933,7 @@ bool floating(std::uint32_t op) {
     case kVop3Vop2 + 10: case kVop3Vop2 + 11: case kVop3Vop2 + 22: case kVop3Vop2 + 59: case 449:
     case kVop3Vop1 + 3: case kVop3Vop1 + 7: case kVop3Vop1 + 8: case kVop3Vop1 + 15: case kVop3Vop1 + 16:
     case kVop3Vop1 + 21: case kVop3Vop1 + 50: case kVop3Vop1 + 10: case kVop3Vop1 + 11: case kVop3Vop1 + 59:
+    case kVop3Vop1 + 48: case kVop3Vop1 + 49: case kVop3Vop1 + 51: case kVop3Vop1 + 52: case kVop3Vop1 + 62:
     case kVop3Vop2 + 31: case kVop3Vop2 + 32: case kVop3Vop2 + 34: case kVop3Vop2 + 45: case kVop3Vop2 + 46:
     case 518: case 672:
     case 459: case 460: case 464: case 467: case 470: case 640: case 641: case 642: case 643: case 644: case 648:
@@ -943,12 +947,22 @@ bool scalar_destination(std::uint32_t op) {
 }
 // Whether a compare writes EXEC as well (v_cmpx).
 bool writes_exec(std::uint32_t op) {
-  return op == 17 || op == 19 || (op >= 48 && op <= 63) || (op >= 80 && op <= 95) || (op >= 112 && op <= 127) || (op >= 176 && op <= 191) || (op >= 208 && op <= 223) ||
+  return op == 17 || op == 19 || op == 21 || (op >= 48 && op <= 63) || (op >= 80 && op <= 95) || (op >= 112 && op <= 127) || (op >= 176 && op <= 191) || (op >= 208 && op <= 223) ||
          op >= 240;
 }
 
 // v_cmp_class: whether x is in one of the classes the mask's bits name (0 signaling NaN,
 // 1 quiet NaN, 2 -inf, 3 -normal, 4 -denormal, 5 -0, 6 +0, 7 +denormal, 8 +normal, 9 +inf).
+template <class F>
+bool float_class(F x, std::uint32_t mask);
+// The same on an f16's bits (no modifiers): its class from exponent and mantissa.
+bool half_class(std::uint32_t h, std::uint32_t mask) {
+  bool negative = h & 0x8000;
+  std::uint32_t exponent = (h >> 10) & 31, mantissa = h & 1023;
+  int k = exponent == 31 ? (mantissa ? ((mantissa & 0x200) ? 1 : 0) : negative ? 2 : 9)
+          : exponent ? (negative ? 3 : 8) : mantissa ? (negative ? 4 : 7) : (negative ? 5 : 6);
+  return (mask >> k) & 1;
+}
 template <class F>
 bool float_class(F x, std::uint32_t mask) {
   int k;
@@ -1096,6 +1110,7 @@ void Runner::valu(Wave& w, const Inst& in) {
       auto b32 = [&] { return picked ? picked1[std::size_t(l)] : vsrc(w, code[1], l, in); };
       bool r;
       if (op == 16 || op == 17) r = float_class(fmod32(a32(), 0), b32());
+      else if (op == 20 || op == 21) r = half_class(a32(), b32());
       else if (op == 18 || op == 19) r = float_class(fmod64(vsrc64(w, code[0], l, in, true), 0), vsrc(w, code[1], l, in));
       else if (op >= 32 && op <= 63) r = compare_float(op & 15, fmod16(a32(), 0), fmod16(b32(), 1));
       else if (op >= 64 && op <= 95) r = compare_float(op & 15, fmod32(a32(), 0), fmod32(b32(), 1));
@@ -1229,6 +1244,26 @@ void Runner::valu(Wave& w, const Inst& in) {
       case kVop3Vop1 + 15: r = u(float(da())); break;
       case kVop3Vop1 + 16: r = du(double(fa())); break;
       case kVop3Vop1 + 10: r = to_half(fa()); break;
+      case kVop3Vop1 + 62: r = to_half(std::sqrt(ha())); break;
+      case kVop3Vop1 + 48: case kVop3Vop1 + 51: {  // v_frexp_exp_i32: the exponent e of x = m * 2^e, m in [0.5, 1); 0 for inf and NaN
+        double x = op == kVop3Vop1 + 48 ? da() : double(fa());
+        int e = 0;
+        if (std::isfinite(x)) std::frexp(x, &e);
+        r = std::uint32_t(e);
+        break;
+      }
+      case kVop3Vop1 + 49: {  // v_frexp_mant_f64: m; inf and NaN pass through
+        double x = da();
+        int e;
+        r = du(std::isfinite(x) ? std::frexp(x, &e) : x);
+        break;
+      }
+      case kVop3Vop1 + 52: {
+        float x = fa();
+        int e;
+        r = u(std::isfinite(x) ? std::frexp(x, &e) : x);
+        break;
+      }
       case kVop3Vop1 + 11: r = u(fmod16(a(), 0)); break;
       case kVop3Vop1 + 57: r = to_half(double(a() & 0xffff)); break;
       case kVop3Vop1 + 59: r = to_int<std::uint16_t>(ha()); break;
@@ -1486,13 +1521,16 @@ void Runner::ds(Wave& w, Group& g, const Inst& in) {
         if (in.op == 53) vgpr(w, vdst, l) = u(old);
         break;
       }
-      case 64: case 92: case 96: case 112: case 124: {  // 64-bit: add_u64, add_f64, cmpst_b64 and their _rtn forms
+      case 64: case 71: case 72: case 92: case 96: case 103: case 104: case 112: case 124: {
+        // 64-bit: add_u64, min_u64, max_u64, add_f64, cmpst_b64 and their _rtn forms
         auto* p = lds(g, a + offset, 8, name);
         auto pair = [&](std::uint32_t r) { return std::uint64_t(vgpr(w, r + 1, l)) << 32 | vgpr(w, r, l); };
         std::uint64_t old, data = pair(d0), n;
         std::memcpy(&old, p, 8);
         if (in.op == 112) n = old == data ? pair(d1) : old;  // DATA0 compares, DATA1 is stored
         else if (in.op == 92 || in.op == 124) n = du(df(old) + df(data));
+        else if (in.op == 71 || in.op == 103) n = std::min(old, data);
+        else if (in.op == 72 || in.op == 104) n = std::max(old, data);
         else n = old + data;
         std::memcpy(p, &n, 8);
         if (in.op >= 96) vgpr(w, vdst, l) = std::uint32_t(old), vgpr(w, vdst + 1, l) = std::uint32_t(old >> 32);
@@ -1534,9 +1572,9 @@ void Runner::flat(Wave& w, Group& g, const Inst& in) {
   const bool returns = (in.w0 >> 16) & 1;  // glc (gfx90a) or sc0 (gfx942): an atomic returns the old value
   std::uint32_t addr = in.w1 & 0xff, data = (in.w1 >> 8) & 0xff, saddr = (in.w1 >> 16) & 0x7f, vdst = in.w1 >> 24;
   const std::string name = fmt::format("{}_{}", segment_prefix(seg), in.name);
-  const bool store = op >= 24 && op <= 31, atomic = op >= 64;
+  const bool store = op >= 24 && op <= 31, atomic = op >= 64, d16_hi = op == 25 || op == 27;
   const bool atomic64 = op >= 96 || op == 79;
-  std::uint32_t bytes = op == 16 || op == 17 || op == 24 ? 1 : op == 18 || op == 19 || op == 26 ? 2
+  std::uint32_t bytes = op == 16 || op == 17 || op == 24 || op == 25 ? 1 : op == 18 || op == 19 || op == 26 || op == 27 ? 2
                        : op == 21 || op == 29 ? 8 : op == 22 || op == 30 ? 12 : op == 23 || op == 31 ? 16
                        : atomic64 ? 8 : 4;
   const std::uint64_t lanes = w.exec;
@@ -1592,7 +1630,7 @@ void Runner::flat(Wave& w, Group& g, const Inst& in) {
       }
     } else if (store) {
       if (bytes < 4) {
-        std::uint32_t x = vgpr(w, data, l);
+        std::uint32_t x = vgpr(w, data, l) >> (d16_hi ? 16 : 0);  // _d16_hi: from the upper half
         std::memcpy(p, &x, bytes);
       } else {
         for (std::uint32_t k = 0; k < bytes; k += 4) {
