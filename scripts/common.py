@@ -10,6 +10,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = [
     "meson", "ninja-build", "g++", "pkg-config", "python3",
     "libfmt-dev", "nlohmann-json3-dev", "libcli11-dev", "doctest-dev", "liburing-dev",
+    # The NVIDIA simulator's fatbin reader: nvcc compresses a fatbin's PTX with zstd.
+    "libzstd-dev",
     # rig devices: the GPUs on the PCI bus (libpci and its names), their render nodes (libdrm).
     "libpci-dev", "pci.ids", "libdrm-dev",
     # Floors of the benchmarks: OpenCL on PoCL; fio for the disk device.
