@@ -4,9 +4,11 @@
 // got wrong shows here. Each test is named after the promise it checks.
 #include <doctest/doctest.h>
 
+#include <code.hpp>
 #include <sim.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -1043,3 +1045,248 @@ TEST_CASE("fail_next_ioctl fails the next call of that request once") {
   CHECK(sim.read(real, buf, sizeof buf) > 0);
   CHECK(sim.close(real) == 0);
 }
+
+// ---- Work run end to end: push buffers on the channels' rings, doorbells, the engines.
+
+#ifdef RIG_NV_KERNELS
+#include <elf.h>
+
+#include <fstream>
+#include <iterator>
+
+namespace {
+
+std::vector<std::byte> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(chars.size());
+  std::memcpy(out.data(), chars.data(), chars.size());
+  return out;
+}
+
+// The bytes of section `name` of an ELF64 file (a cubin), as a driver copies .text.<fn>.
+std::vector<std::byte> section(const std::vector<std::byte>& elf, const std::string& name) {
+  Elf64_Ehdr eh;
+  REQUIRE(elf.size() >= sizeof eh);
+  std::memcpy(&eh, elf.data(), sizeof eh);
+  auto header = [&](unsigned i) {
+    Elf64_Shdr sh;
+    REQUIRE(eh.e_shoff + (i + 1) * sizeof sh <= elf.size());
+    std::memcpy(&sh, elf.data() + eh.e_shoff + i * sizeof sh, sizeof sh);
+    return sh;
+  };
+  const Elf64_Shdr names = header(eh.e_shstrndx);
+  for (unsigned i = 0; i < eh.e_shnum; ++i) {
+    const Elf64_Shdr sh = header(i);
+    const char* n = reinterpret_cast<const char*>(elf.data() + names.sh_offset + sh.sh_name);
+    if (n == name) return {elf.begin() + long(sh.sh_offset), elf.begin() + long(sh.sh_offset + sh.sh_size)};
+  }
+  FAIL("no section " << name);
+  return {};
+}
+
+// Sets bits [lo, hi] of a little-endian bit array of 32-bit words to `value` (a QMD field as
+// the facts number its bits).
+void set_field(std::uint32_t* words, unsigned hi, unsigned lo, std::uint64_t value) {
+  for (unsigned bit = lo; bit <= hi; ++bit, value >>= 1) {
+    std::uint32_t& w = words[bit / 32];
+    w = (w & ~(1u << (bit % 32))) | (std::uint32_t(value & 1) << (bit % 32));
+  }
+}
+
+constexpr std::uint32_t method(std::uint32_t sub, std::uint32_t m, std::uint32_t count) {
+  return (1u << 29) | (count << 16) | (sub << 13) | (m >> 2);  // incrementing method header
+}
+
+// A driver's submission path on one channel: push buffer words written at the CPU view of the
+// ring buffer, a GP entry, GPPut in USERD, the token at usermode+0x90.
+struct Submitter {
+  Driver& d;
+  std::uint32_t channel;
+  std::uint64_t gpfifo_off, userd_off, pb_off;
+  std::uint32_t put = 0, token = 0;
+  std::uint64_t pb_used = 0;
+
+  Submitter(Driver& driver, std::uint32_t ch, unsigned index)
+      : d(driver), channel(ch), gpfifo_off(std::uint64_t(index) * 0x10000), userd_off(0x200000 + index * 0x1000),
+        pb_off(0x100000 + index * 0x80000) {
+    REQUIRE(d.control(channel, CTRL_TOKEN, token) == OK);
+  }
+  void submit(const std::vector<std::uint32_t>& words) {
+    const std::uint64_t at = pb_off + pb_used;
+    std::memcpy(d.ring_cpu + at, words.data(), words.size() * 4);
+    pb_used += (words.size() * 4 + 255) & ~std::uint64_t(255);
+    const std::uint64_t va = Driver::kRingVa + at;
+    const std::uint32_t entry[2] = {std::uint32_t(va) & ~3u,
+                                    std::uint32_t(va >> 32) | (std::uint32_t(words.size()) << 10)};
+    std::memcpy(d.ring_cpu + gpfifo_off + put * 8, entry, 8);
+    put = (put + 1) % 1024;
+    std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(d.ring_cpu + userd_off + 0x8C))
+        .store(put, std::memory_order_release);
+    std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(d.usermode_page + 0x90))
+        .store(token, std::memory_order_release);
+  }
+};
+
+std::vector<std::uint32_t> release(std::uint64_t va, std::uint32_t payload) {
+  return {method(0, 0x5C, 5), std::uint32_t(va), std::uint32_t(va >> 32), payload, 0, 1 /* RELEASE */};
+}
+
+bool wait_for(const std::byte* word, std::uint32_t value) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::atomic_ref<const std::uint32_t>(*reinterpret_cast<const std::uint32_t*>(word))
+            .load(std::memory_order_acquire) == value)
+      return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a semaphore release, a copy and an nvcc kernel's launch run end to end through the rings and doorbells") {
+  nvsim::Simulator sim;
+  const std::string dir = RIG_NV_KERNELS;
+  REQUIRE(sim.code().add_fatbin(file_bytes(dir + "/saxpy.sm_90.fatbin"), 90, "saxpy").value() == 1);
+  Driver d(sim);
+  d.open_device();
+  d.channels();
+  // An OS event for the compute engine's nonstall interrupt.
+  const int efd = sim.open("/dev/nvidiactl", O_RDWR);
+  OsEvent oe{d.root, d.device, std::uint32_t(efd), ~0u};
+  REQUIRE(sim.ioctl(efd, esc(ESC_ALLOC_OS_EVENT, sizeof oe), &oe) == 0);
+  EventParams ep{d.root, d.subdevice, OS_EVENT, GR0 | NONSTALL, std::uint64_t(efd)};
+  std::uint32_t event = 0;
+  REQUIRE(d.alloc(d.subdevice, OS_EVENT, ep, event) == OK);
+  std::uint8_t enable[3] = {1, 0, 0};
+  REQUIRE(d.control(d.group, CTRL_SCHEDULE, enable, 3) == OK);
+  Submitter compute(d, d.compute_channel, 0), copy(d, d.copy_channel, 1);
+  const std::uint64_t sem_off = 0x280000, sem_va = Driver::kRingVa + sem_off;
+  std::byte* sem = d.ring_cpu + sem_off;
+
+  // 1. A host semaphore release, then NON_STALL_INTERRUPT.
+  compute.submit({method(1, 0, 1), HOPPER_COMPUTE});
+  auto words = release(sem_va, 1);
+  words.push_back(method(0, 0x20, 1));
+  words.push_back(0);
+  compute.submit(words);
+  REQUIRE(wait_for(sem, 1));
+  pollfd p{efd, POLLIN, 0};
+  CHECK(sim.poll(&p, 1, 5000) == 1);
+
+  // 2. A copy engine LAUNCH_DMA of 4000 bytes, then a release on the copy channel.
+  std::uint32_t data = 0;
+  REQUIRE(d.memory(VIDMEM, 1 << 20, data) == OK);
+  std::byte* cpu = d.map_cpu(d.device, data, 1 << 20);
+  const std::uint64_t va = 0x400000000;
+  REQUIRE(d.uvm_range(va, 1 << 20) == OK);
+  REQUIRE(d.uvm_map(va, data, 1 << 20) == OK);
+  for (int i = 0; i < 4000; ++i) cpu[i] = std::byte(i * 13);
+  const std::uint64_t src = va, dst = va + 0x10000;
+  copy.submit({method(4, 0, 1), HOPPER_COPY, method(4, 0x400, 8), std::uint32_t(src >> 32), std::uint32_t(src),
+               std::uint32_t(dst >> 32), std::uint32_t(dst), 0, 0, 4000, 1, method(4, 0x300, 1),
+               2u | (1u << 2) | (1u << 7) | (1u << 8) /* NON_PIPELINED, FLUSH, pitch in and out */});
+  copy.submit(release(sem_va + 16, 2));
+  REQUIRE(wait_for(sem + 16, 2));
+  CHECK(std::memcmp(cpu, cpu + 0x10000, 4000) == 0);
+  CHECK(cpu[0x10000 + 4000] == std::byte{0});
+
+  // 3. saxpy on 1000 of 1024 elements: its SASS copied in, constant bank 0 with the
+  // parameters at 0x210, a QMD V04_00 built from the facts' bit positions.
+  const auto text = section(file_bytes(dir + "/saxpy.sm_90.cubin"), ".text.saxpy");
+  const std::uint64_t code_off = 0x80000, bank_off = 0x90000, qmd_off = 0x90400, x_off = 0x20000, y_off = 0x30000;
+  std::memcpy(cpu + code_off, text.data(), text.size());
+  for (std::uint32_t i = 0; i < 1024; ++i) {
+    const float x = float(i), y = 1.0f;
+    std::memcpy(cpu + x_off + 4 * i, &x, 4);
+    std::memcpy(cpu + y_off + 4 * i, &y, 4);
+  }
+  const float a = 2.0f;
+  const std::uint64_t x_va = va + x_off, y_va = va + y_off;
+  const std::uint32_t n = 1000, block = 256, grid = 4;
+  std::byte* bank = cpu + bank_off;
+  const std::uint32_t dims[6] = {block, 1, 1, grid, 1, 1};  // driver slots 0x00 and 0x0c
+  std::memcpy(bank, dims, sizeof dims);
+  std::memcpy(bank + 0x210, &a, 4);
+  std::memcpy(bank + 0x218, &x_va, 8);
+  std::memcpy(bank + 0x220, &y_va, 8);
+  std::memcpy(bank + 0x228, &n, 4);
+  std::uint32_t qmd[96]{};
+  set_field(qmd, 583, 580, 4);  // QMD_MAJOR_VERSION
+  set_field(qmd, 579, 576, 0);
+  set_field(qmd, 25, 23, 2);    // QMD_TYPE GRID_CTA
+  set_field(qmd, 568, 568, 1);  // API_VISIBLE_CALL_LIMIT
+  set_field(qmd, 543, 536, 0x90);
+  set_field(qmd, 1055, 1024, grid);
+  set_field(qmd, 1071, 1056, 1);
+  set_field(qmd, 1103, 1088, 1);
+  set_field(qmd, 1167, 1152, block);
+  set_field(qmd, 1183, 1168, 1);
+  set_field(qmd, 1199, 1184, 1);
+  set_field(qmd, 1208, 1200, 64);  // REGISTER_COUNT
+  const std::uint64_t program = va + code_off, bank_va = va + bank_off;
+  set_field(qmd, 1247, 1216, program & 0xffffffff);
+  set_field(qmd, 1272, 1248, program >> 32);
+  set_field(qmd, 416, 416, 1);  // CONSTANT_BUFFER_VALID(0)
+  set_field(qmd, 1567, 1536, (bank_va >> 6) & 0xffffffff);
+  set_field(qmd, 1586, 1568, bank_va >> 38);
+  set_field(qmd, 1599, 1587, 0x230 >> 4);
+  std::memcpy(cpu + qmd_off, qmd, sizeof qmd);
+  const std::uint64_t qmd_va = va + qmd_off;
+  auto launch = std::vector<std::uint32_t>{method(1, 0x2B4, 1), std::uint32_t(qmd_va >> 8), method(1, 0x2C0, 1), 9};
+  const auto after = release(sem_va + 32, 3);
+  launch.insert(launch.end(), after.begin(), after.end());
+  compute.submit(launch);
+  REQUIRE(wait_for(sem + 32, 3));
+  for (std::uint32_t i = 0; i < 1024; ++i) {
+    float y;
+    std::memcpy(&y, cpu + y_off + 4 * i, 4);
+    if (i < n) CHECK(y == 2.0f * float(i) + 1.0f);
+    else CHECK(y == 1.0f);
+  }
+  CHECK(sim.faults().empty());
+  // Five tokens written, two pairs back to back: a pair may reach the watcher as one ring.
+  CHECK(sim.doorbells() >= 3);
+  CHECK(sim.stray_doorbells() == 0);
+}
+
+TEST_CASE("a channel that faults writes its error notifier, logs the fault and fires the RC-error event") {
+  nvsim::Simulator sim;
+  Driver d(sim);
+  d.open_device();
+  d.channels();
+  const int efd = sim.open("/dev/nvidiactl", O_RDWR);
+  OsEvent oe{d.root, d.device, std::uint32_t(efd), ~0u};
+  REQUIRE(sim.ioctl(efd, esc(ESC_ALLOC_OS_EVENT, sizeof oe), &oe) == 0);
+  EventParams ep{d.root, d.subdevice, OS_EVENT, RC_ERROR, std::uint64_t(efd)};
+  std::uint32_t event = 0;
+  REQUIRE(d.alloc(d.subdevice, OS_EVENT, ep, event) == OK);
+  Notification n{RC_ERROR, 2, 0, 0, 0};
+  REQUIRE(d.control(d.subdevice, CTRL_SET_NOTIFICATION, n) == OK);
+  std::byte* notifier = d.map_cpu(d.device, d.notifier, 4096);
+  std::uint8_t enable[3] = {1, 0, 0};
+  REQUIRE(d.control(d.group, CTRL_SCHEDULE, enable, 3) == OK);
+  Submitter compute(d, d.compute_channel, 0);
+  compute.submit({method(1, 0, 1), HOPPER_COPY});  // a class not allocated on the channel
+  pollfd p{efd, POLLIN, 0};
+  REQUIRE(sim.poll(&p, 1, 10000) == 1);
+  struct { std::uint32_t hObject, index, info32; std::uint16_t info16, pad; } e{};
+  EventData41 ed{ptr(&e), 0, ~0u};
+  REQUIRE(sim.ioctl(efd, esc(ESC_EVENT_DATA, sizeof ed), &ed) == 0);
+  CHECK(ed.status == OK);
+  CHECK(e.hObject == event);
+  CHECK(e.info32 == 69);  // Xid 69: a class error
+  std::uint32_t info32;
+  std::uint16_t status;
+  std::memcpy(&info32, notifier + 8, 4);
+  std::memcpy(&status, notifier + 14, 2);
+  CHECK(info32 == 69);
+  CHECK(status == 0xffff);
+  const auto faults = sim.faults();
+  REQUIRE(faults.size() == 1);
+  CHECK(faults[0].find("Xid 69") != std::string::npos);
+  CHECK(faults[0].find("0xc8b5") != std::string::npos);
+}
+#endif

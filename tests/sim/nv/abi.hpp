@@ -108,6 +108,7 @@ inline constexpr std::uint32_t NV_RM_API_VERSION_REPLY_RECOGNIZED = 1;
 inline constexpr std::uint32_t NV01_EVENT_NONSTALL_INTR = 0x08000000;  // nvos.h, in notifyIndex
 inline constexpr std::uint32_t kEventFlagsMask = 0xFF000000;          // nvos.h NV01_EVENT_* bits
 inline constexpr std::uint32_t NV2080_NOTIFIERS_GR0 = 12;              // cl2080_notification.h
+inline constexpr std::uint32_t NV2080_NOTIFIERS_CE0 = 23;
 inline constexpr std::uint32_t NV2080_NOTIFIERS_RC_ERROR = 37;
 inline constexpr std::uint32_t NV2080_NOTIFIERS_MAXCOUNT = 198;
 inline constexpr std::uint32_t NV2080_CTRL_EVENT_SET_NOTIFICATION_ACTION_REPEAT = 2;

@@ -236,6 +236,7 @@ std::uint32_t Simulator::Impl::alloc(int fd, std::uint32_t h_client, std::uint32
                                                               want == Engine_kind::compute ? "compute" : "copy",
                                                               ch.kind == Engine_kind::compute ? "GRAPHICS" : "COPY"));
     ch.classes.insert(klass);
+    if (ch.box) ch.box->engine->allow(klass);
   } else if (klass == GT200_DEBUGGER) {
     auto* p = params_of<NV83DE_ALLOC_PARAMETERS>(params);
     if (!client(p->hAppClient))
@@ -279,7 +280,10 @@ void Simulator::Impl::free_tree(Client& c, std::uint32_t h) {
   for (auto ch = children.rbegin(); ch != children.rend(); ++ch) free_tree(c, *ch);
   it = c.objects.find(h);
   Object& o = it->second;
-  if (o.channel) uvm_forget_channel(c.handle, h);
+  if (o.channel) {
+    uvm_forget_channel(c.handle, h);
+    if (o.channel->box) dying.push_back(std::move(o.channel->box));  // destroyed after the lock
+  }
   if (o.memory && is_memory(o.klass)) drop_contexts(o.memory.get());
   if (o.memory && o.klass == config.classes.usermode) drop_contexts(o.memory.get());
   if (o.parent) {
@@ -401,9 +405,12 @@ void Simulator::Impl::close_file(int fd, File& file) {
   }
   if (file.node == Node::uvm) {  // UVM unmaps what the file mapped
     auto u = uvm.find(fd);
-    if (u != uvm.end() && u->second.space)
+    if (u != uvm.end() && u->second.space) {
+      std::vector<std::shared_ptr<Backing>> gone;
       for (auto& [base, r] : u->second.ranges)
-        if (r.external) u->second.space->erase(base, r.length);
+        if (r.external) u->second.space->erase(base, r.length, gone);
+      retire(u->second.space, std::move(gone));
+    }
     uvm.erase(fd);
   }
   file.context_live = false;
@@ -635,7 +642,7 @@ std::uint32_t Simulator::Impl::control(std::uint32_t h_client, std::uint32_t h_o
       for (std::uint32_t ch : o->children) {
         Object& child = c->objects.at(ch);
         if (!child.channel) continue;
-        child.channel->scheduled = p->bEnable != 0;
+        schedule(*child.channel, p->bEnable != 0);
         any = true;
       }
       if (!any) return refuse(NV_ERR_INVALID_STATE, what + ": the group has no channel to schedule");

@@ -130,10 +130,9 @@ std::optional<ptx::Mapping> VaSpace::map(std::uint64_t address, std::uint64_t si
   return ptx::Mapping{it->first, m.size, m.backing->view + m.offset};
 }
 
-std::size_t VaSpace::erase(std::uint64_t va, std::uint64_t size) {
+void VaSpace::erase(std::uint64_t va, std::uint64_t size, std::vector<std::shared_ptr<Backing>>& gone) {
   std::unique_lock lock(mutex);
   const std::uint64_t end = va + size;
-  std::size_t gone = 0;
   auto it = maps.upper_bound(va);
   if (it != maps.begin()) --it;
   while (it != maps.end() && it->first < end) {
@@ -144,17 +143,93 @@ std::size_t VaSpace::erase(std::uint64_t va, std::uint64_t size) {
     }
     Map m = it->second;
     it = maps.erase(it);
-    ++gone;
+    gone.push_back(m.backing);
     if (a < va) maps.emplace(a, Map{va - a, m.backing, m.offset, m.writable});
     if (b > end) it = maps.emplace(end, Map{b - end, m.backing, m.offset + (end - a), m.writable}).first;
   }
-  return gone;
 }
 
-void VaSpace::insert(std::uint64_t va, Map m) {
-  erase(va, m.size);
+void VaSpace::insert(std::uint64_t va, Map m, std::vector<std::shared_ptr<Backing>>& gone) {
+  erase(va, m.size, gone);
   std::unique_lock lock(mutex);
   maps.emplace(va, std::move(m));
+}
+
+std::uint32_t Channel::gpput() const {
+  return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(userd->view + userd_offset + kUserdGpPut))
+      .load(std::memory_order_acquire);
+}
+
+bool Channel::idle() const {
+  auto* get = reinterpret_cast<std::uint32_t*>(userd->view + userd_offset + kUserdGpGet);
+  return std::atomic_ref<std::uint32_t>(*get).load(std::memory_order_acquire) == gpput();
+}
+
+// ---- Engines and the bytes they may hold.
+
+void Simulator::Impl::retire(const std::shared_ptr<VaSpace>& space, std::vector<std::shared_ptr<Backing>> gone) {
+  if (gone.empty()) return;
+  Retired r;
+  for (auto& [h, c] : clients)
+    for (auto& [oh, o] : c.objects)
+      if (o.channel && o.channel->box && o.channel->space == space && !o.channel->box->engine->stopped() &&
+          !o.channel->idle())
+        r.engines.emplace_back(o.channel->box, o.channel->box->engine->methods());
+  if (r.engines.empty()) return;  // no engine is inside an entry: the bytes go now
+  r.bytes = std::move(gone);
+  retired.push_back(std::move(r));
+}
+
+void Simulator::Impl::sweep_retired() {
+  for (Retired& r : retired)
+    std::erase_if(r.engines, [](auto& e) {
+      auto box = e.first.lock();
+      return !box || box->engine->stopped() || box->engine->methods() > e.second;
+    });
+  std::erase_if(retired, [](const Retired& r) { return r.engines.empty(); });
+}
+
+void Simulator::Impl::settle(std::unique_lock<std::mutex>& lock) {
+  if (!retired.empty()) sweep_retired();
+  if (dying.empty()) return;
+  auto dead = std::move(dying);
+  dying.clear();
+  lock.unlock();
+  dead.clear();  // joins their threads, whose hooks may want the lock
+  lock.lock();
+}
+
+void Simulator::Impl::schedule(Channel& ch, bool enable) {
+  ch.scheduled = enable;
+  if (!enable || ch.box) return;
+  auto box = std::make_shared<EngineBox>();
+  box->space = ch.space, box->userd = ch.userd, box->notifier = ch.error_notifier;
+  Channel_setup setup;
+  setup.name = fmt::format("channel {:#x} ({})", ch.handle, ch.kind == Engine_kind::compute ? "compute" : "copy");
+  setup.kind = ch.kind;
+  setup.channel_class = ch.channel_class;
+  setup.space = box->space.get();
+  setup.userd = box->userd->view + ch.userd_offset;
+  setup.gpfifo_va = ch.gpfifo_va;
+  setup.gpfifo_entries = ch.gpfifo_entries;
+  setup.error_notifier = box->notifier ? box->notifier->view : nullptr;
+  setup.code = &code;
+  const bool compute = ch.kind == Engine_kind::compute;
+  setup.nonstall = [this, compute] {
+    std::lock_guard lock(mutex);
+    fire_locked(compute ? abi::NV2080_NOTIFIERS_GR0 : abi::NV2080_NOTIFIERS_CE0, true, 0, 0);
+  };
+  setup.stopped = [this, compute, name = setup.name](std::uint32_t xid, const std::string& why) {
+    std::lock_guard lock(mutex);
+    fault_log.push_back(fmt::format("{}: Xid {}: {}", name, xid, why));
+    fire_locked(abi::NV2080_NOTIFIERS_RC_ERROR, false, xid,
+                std::uint16_t(compute ? abi::NV2080_ENGINE_TYPE_GRAPHICS : abi::NV2080_ENGINE_TYPE_COPY0));
+  };
+  setup.clock_ns = [this] { return now_ns(); };
+  box->engine = std::make_unique<Engine>(std::move(setup));
+  for (std::uint32_t k : ch.classes) box->engine->allow(k);
+  ch.last_gpput = ch.gpput();
+  ch.box = std::move(box);
 }
 
 // ---- Construction.
@@ -184,11 +259,15 @@ Simulator::Simulator(Config config) : impl_(std::make_unique<Impl>(std::move(con
 
 Simulator::~Simulator() {
   {
-    std::lock_guard lock(impl_->mutex);
+    std::unique_lock lock(impl_->mutex);
     while (!impl_->clients.empty()) impl_->free_client(impl_->clients.begin()->first);
+    impl_->settle(lock);
+    impl_->retired.clear();
   }
   impl_.reset();
 }
+
+Code& Simulator::code() { return impl_->code; }
 
 const Config& Simulator::config() const { return impl_->config; }
 
@@ -210,11 +289,12 @@ int Simulator::open(const char* path, int flags) {
 
 int Simulator::close(int fd) {
   if (fd < kFirstFd) return os::system().close(fd);
-  std::lock_guard lock(impl_->mutex);
+  std::unique_lock lock(impl_->mutex);
   auto it = impl_->files.find(fd);
   if (it == impl_->files.end()) return -EBADF;
   impl_->close_file(fd, it->second);
   impl_->files.erase(fd);
+  impl_->settle(lock);
   return 0;
 }
 
@@ -294,7 +374,7 @@ int Simulator::munmap(void* addr, std::size_t length) { return os::system().munm
 
 int Simulator::ioctl(int fd, unsigned long request, void* arg) {
   if (fd < kFirstFd) return os::system().ioctl(fd, request, arg);
-  std::lock_guard lock(impl_->mutex);
+  std::unique_lock lock(impl_->mutex);
   auto it = impl_->files.find(fd);
   if (it == impl_->files.end()) return -EBADF;
   if (impl_->fail_request == request && impl_->fail_request != 0) {
@@ -302,10 +382,13 @@ int Simulator::ioctl(int fd, unsigned long request, void* arg) {
     return impl_->fail_error;
   }
   File& file = it->second;
-  if (file.node == Node::uvm) return impl_->uvm_ioctl(fd, file, request, arg);
-  if (ioc_type(request) != abi::kIoctlMagic)
-    return impl_->refuse_errno(-ENOTTY, fmt::format("ioctl {:#x} on file {}: not an NVIDIA escape", request, fd));
-  return impl_->escape(fd, file, ioc_nr(request), arg, ioc_size(request));
+  int result;
+  if (file.node == Node::uvm) result = impl_->uvm_ioctl(fd, file, request, arg);
+  else if (ioc_type(request) != abi::kIoctlMagic)
+    result = impl_->refuse_errno(-ENOTTY, fmt::format("ioctl {:#x} on file {}: not an NVIDIA escape", request, fd));
+  else result = impl_->escape(fd, file, ioc_nr(request), arg, ioc_size(request));
+  impl_->settle(lock);
+  return result;
 }
 
 int Simulator::Impl::escape(int fd, File& file, unsigned nr, void* arg, std::size_t size) {
@@ -498,6 +581,18 @@ void Simulator::Impl::ring(std::uint32_t token) {
     return;
   }
   ++doorbells;
+  // The page keeps only the last token written: a channel whose GPPut moved since it was last
+  // woken is woken too, so that a token overwritten before the watcher took it is not lost.
+  for (auto& [h, c] : clients)
+    for (auto& [oh, o] : c.objects) {
+      Channel* ch = o.channel.get();
+      if (!ch || !ch->scheduled || !ch->box) continue;
+      const std::uint32_t put = ch->gpput();
+      if (ch == hit.get() || put != ch->last_gpput) {
+        ch->last_gpput = put;
+        ch->box->engine->doorbell();
+      }
+    }
 }
 
 // ---- For tests.

@@ -107,6 +107,9 @@ class Simulator final : public os::Seam {
   ssize_t read(int fd, void* buffer, std::size_t n) override;
   int eventfd(unsigned initial, int flags) override;
 
+  // The kernels a launch may run: register the fatbins a test launches here first.
+  Code& code();
+
   // ---- For tests.
   const Config& config() const;
   // Every refusal so far, as text: "RM_ALLOC class 0x90f1 under 0xcafe0001: no such parent

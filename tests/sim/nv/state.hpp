@@ -5,6 +5,8 @@
 #pragma once
 
 #include "abi.hpp"
+#include "code.hpp"
+#include "engine.hpp"
 #include "gpu.hpp"
 #include "sim.hpp"
 
@@ -26,13 +28,12 @@
 
 namespace rig::sim::nv {
 
-class Engine;
-
 inline constexpr std::uint64_t kPage = 4096;
 inline constexpr int kFirstFd = 1 << 21;  // the simulator's descriptors: far above any real one
 inline constexpr std::uint64_t kUsermodeBytes = 0x10000;   // facts: usermode page, map 0x10000
 inline constexpr std::uint64_t kDoorbellOffset = 0x90;     // NOTIFY_CHANNEL_PENDING
 inline constexpr std::uint64_t kUserdBytes = 0x200;        // one channel's USERD
+inline constexpr std::uint64_t kUserdGpGet = 0x88;         // facts: USERD GPGet
 inline constexpr std::uint64_t kUserdGpPut = 0x8C;         // facts: USERD GPPut
 inline constexpr std::uint32_t kFirstToken = 0x100;        // work-submit tokens: never 0
 // kfifoGetMaxChannelGroupSize on Volta and later (OGKM kernel_fifo_gv100.c): more channels in
@@ -68,10 +69,27 @@ struct VaSpace final : Space {
   std::shared_mutex mutex;
   std::map<std::uint64_t, Map> maps;  // by GPU address
   std::optional<ptx::Mapping> map(std::uint64_t address, std::uint64_t size, bool write) override;
-  // Maps [va, va + size) to `backing` at `offset`, replacing what lay there.
-  void insert(std::uint64_t va, Map m);
-  // Unmaps [va, va + size), splitting maps that straddle its ends. Returns how many maps went.
-  std::size_t erase(std::uint64_t va, std::uint64_t size);
+  // Maps [va, va + size) to `backing` at `offset`, replacing what lay there; the bytes of
+  // what it replaced are added to `gone`.
+  void insert(std::uint64_t va, Map m, std::vector<std::shared_ptr<Backing>>& gone);
+  // Unmaps [va, va + size), splitting maps that straddle its ends; the bytes of what went are
+  // added to `gone`.
+  void erase(std::uint64_t va, std::uint64_t size, std::vector<std::shared_ptr<Backing>>& gone);
+};
+
+// A scheduled channel's engine and what its Channel_setup points into, which outlive it
+// (the engine is declared last: it goes first).
+struct EngineBox {
+  std::shared_ptr<VaSpace> space;
+  std::shared_ptr<Backing> userd, notifier;
+  std::unique_ptr<Engine> engine;
+};
+
+// Bytes unmapped from a VA space that an engine may still be using in the method it was in:
+// kept until each such engine has finished a method since (or is gone, or stopped).
+struct Retired {
+  std::vector<std::shared_ptr<Backing>> bytes;
+  std::vector<std::pair<std::weak_ptr<EngineBox>, std::uint64_t>> engines;  // engine, its methods() then
 };
 
 struct Channel {
@@ -89,6 +107,9 @@ struct Channel {
   bool uvm_registered = false;
   std::uint32_t last_gpput = 0;
   std::set<std::uint32_t> classes;  // engine objects allocated under it
+  std::shared_ptr<EngineBox> box;   // once scheduled
+  std::uint32_t gpput() const;     // USERD's GPPut now
+  bool idle() const;                // GPGet has reached GPPut: no entry is in the engine
 };
 
 struct Object {
@@ -166,6 +187,11 @@ struct Simulator::Impl {
   std::thread watcher;
   bool stopping = false;
   std::atomic<std::uint64_t> doorbells{0}, stray{0};
+  // The kernels launches may run; engines freed under the lock and destroyed after it
+  // (their hooks take it); bytes waiting for engines to move on.
+  Code code;
+  std::vector<std::shared_ptr<EngineBox>> dying;
+  std::vector<Retired> retired;
 
   explicit Impl(Config c);
   ~Impl();
@@ -179,6 +205,12 @@ struct Simulator::Impl {
   int refuse_errno(int negative_errno, std::string what);
 
   // sim.cpp
+  // Bytes gone from `space`: freed at once unless an engine on it is inside an entry.
+  void retire(const std::shared_ptr<VaSpace>& space, std::vector<std::shared_ptr<Backing>> gone);
+  void sweep_retired();
+  // After a call, with the lock held by `lock`: destroys the engines freed, outside the lock.
+  void settle(std::unique_lock<std::mutex>& lock);
+  void schedule(Channel& ch, bool enable);
   int escape(int fd, File& file, unsigned nr, void* arg, std::size_t size);
   void watch();
   void ring(std::uint32_t token);

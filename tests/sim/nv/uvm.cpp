@@ -222,7 +222,9 @@ int Simulator::Impl::uvm_ioctl(int fd, File& file, unsigned long request, void* 
                                                                 "bytes", what, p->offset, mem->memory->size));
         return 0;
       }
-      u.space->insert(p->base, VaSpace::Map{p->length, mem->memory, p->offset, writable});
+      std::vector<std::shared_ptr<Backing>> gone;
+      u.space->insert(p->base, VaSpace::Map{p->length, mem->memory, p->offset, writable}, gone);
+      retire(u.space, std::move(gone));
       p->rmStatus = NV_OK;
       return 0;
     }
@@ -236,7 +238,11 @@ int Simulator::Impl::uvm_ioctl(int fd, File& file, unsigned long request, void* 
                                                                  "exactly that", p->base, p->length));
         return 0;
       }
-      if (u.space) u.space->erase(p->base, p->length);
+      if (u.space) {
+        std::vector<std::shared_ptr<Backing>> gone;
+        u.space->erase(p->base, p->length, gone);
+        retire(u.space, std::move(gone));
+      }
       u.ranges.erase(range);
       p->rmStatus = NV_OK;
       return 0;
