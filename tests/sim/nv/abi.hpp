@@ -76,6 +76,7 @@ inline constexpr std::uint32_t NV01_ROOT_CLIENT = 0x41;
 inline constexpr std::uint32_t NV01_DEVICE_0 = 0x80;
 inline constexpr std::uint32_t NV20_SUBDEVICE_0 = 0x2080;
 inline constexpr std::uint32_t NV01_MEMORY_SYSTEM = 0x3E;
+inline constexpr std::uint32_t NV01_MEMORY_LOCAL_PRIVILEGED = 0x3F;
 inline constexpr std::uint32_t NV01_MEMORY_LOCAL_USER = 0x40;
 inline constexpr std::uint32_t NV01_MEMORY_VIRTUAL = 0x70;
 inline constexpr std::uint32_t NV01_MEMORY_SYSTEM_OS_DESCRIPTOR = 0x71;

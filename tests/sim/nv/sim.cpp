@@ -504,9 +504,11 @@ int Simulator::Impl::escape(int fd, File& file, unsigned nr, void* arg, std::siz
       auto* p = static_cast<NVOS02_with_fd*>(arg);
       if (ctl) return refuse_errno(-EINVAL, fmt::format("RM_ALLOC_MEMORY on /dev/nvidiactl: it belongs to "
                                                         "/dev/nvidia{}", config.minor));
-      if (config.gvisor && p->params.hClass != NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
-        return refuse_errno(-EINVAL, fmt::format("RM_ALLOC_MEMORY class {:#x}: nvproxy allows only the OS "
-                                                 "descriptor (0x71)", p->params.hClass));
+      // nvproxy's rmAllocMemory knows system (0x3E), local (0x3F, 0x40) and OS-descriptor memory.
+      const std::uint32_t k = p->params.hClass;
+      if (config.gvisor && k != NV01_MEMORY_SYSTEM && k != NV01_MEMORY_LOCAL_PRIVILEGED && k != NV01_MEMORY_LOCAL_USER &&
+          k != NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
+        return refuse_errno(-EINVAL, fmt::format("RM_ALLOC_MEMORY class {:#x}: nvproxy has no handler for it", k));
       p->params.status = alloc_memory(fd, *p);
       return 0;
     }

@@ -49,7 +49,7 @@
 // with -EINVAL), the class NV01_MEMORY_VIRTUAL (status NV_ERR_INVALID_CLASS, as nvproxy answers
 // a class it does not allow), the control NV0000 GET_BUILD_VERSION_V2 (status
 // NV_ERR_NOT_SUPPORTED, as nvproxy answers a control it does not allow), and RM_ALLOC_MEMORY of
-// any class but the OS descriptor (-EINVAL).
+// a class other than system, local or OS-descriptor memory (-EINVAL).
 #pragma once
 
 #include <rig/os.hpp>
