@@ -623,6 +623,53 @@ TEST_CASE("RM refuses bad handles, parents, classes and duplicates with its own 
   CHECK(std::ranges::any_of(errors, [](auto& e) { return e.find("the GPU has no class 0xbeef") != e.npos; }));
 }
 
+TEST_CASE("pointers the caller cannot read or write are refused, never followed") {
+  nvsim::Simulator sim;
+  Driver d(sim);
+  d.open_device();
+  auto* nowhere = reinterpret_cast<void*>(0x10);
+  // The escape's own struct: the ioctl fails with -EFAULT, as copy_from_user makes it.
+  CHECK(sim.ioctl(d.ctl, esc(ESC_CONTROL, sizeof(Control54)), nowhere) == -EFAULT);
+  CHECK(sim.ioctl(d.ctl, esc(ESC_CONTROL, sizeof(Control54)), nullptr) == -EFAULT);
+  CHECK(sim.ioctl(d.uvm, UVM_CREATE_RANGE, nowhere) == -EFAULT);
+  // Parameters behind a pointer: RM's NV_ERR_INVALID_ADDRESS.
+  std::uint32_t h = 0;
+  CHECK(d.alloc(d.device, VASPACE, nowhere, sizeof(VaSpaceParams), h) == INVALID_ADDRESS);
+  CHECK(d.control(d.subdevice, CTRL_GID, nowhere, sizeof(GidParams)) == INVALID_ADDRESS);
+  ClassList cl{64, 0, 0x10};
+  CHECK(d.control(d.device, CTRL_CLASSLIST, cl) == INVALID_ADDRESS);
+  GrInfoParams gi{1, 0, 0x10, 0, 0, 0};
+  CHECK(d.control(d.subdevice, CTRL_GR_INFO, gi) == INVALID_ADDRESS);
+  BuildVersion bv{64, 0, 0x10, 0x20, 0x30, 0, 0};
+  CHECK(d.control(d.root, CTRL_BUILD_VERSION, bv) == INVALID_ADDRESS);
+  // Parameters on a read-only page: read, but not written back.
+  void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(page != MAP_FAILED);
+  REQUIRE(::mprotect(page, 4096, PROT_READ) == 0);
+  CHECK(d.control(d.subdevice, CTRL_GID, page, sizeof(GidParams)) == INVALID_ADDRESS);
+  ::munmap(page, 4096);
+  // An event's data with nowhere to go stays pending.
+  const int efd = sim.open("/dev/nvidiactl", O_RDWR);
+  OsEvent oe{d.root, d.device, std::uint32_t(efd), ~0u};
+  REQUIRE(sim.ioctl(efd, esc(ESC_ALLOC_OS_EVENT, sizeof oe), &oe) == 0);
+  EventParams ep{d.root, d.subdevice, OS_EVENT, GR0 | NONSTALL, std::uint64_t(efd)};
+  std::uint32_t event = 0;
+  REQUIRE(d.alloc(d.subdevice, OS_EVENT, ep, event) == OK);
+  sim.fire(GR0, true);
+  EventData41 ed{0x10, 0, ~0u};
+  REQUIRE(sim.ioctl(efd, esc(ESC_EVENT_DATA, sizeof ed), &ed) == 0);
+  CHECK(ed.status == INVALID_ADDRESS);
+  pollfd p{efd, POLLIN, 0};
+  CHECK(sim.poll(&p, 1, 0) == 1);
+  // Other refusals of the same kind: a second device in a client, a debugger of no client.
+  DeviceParams dp{};
+  h = 0;
+  CHECK(d.alloc(d.root, DEVICE, dp, h) == STATE_IN_USE);
+  DebuggerParams dbg{0, 0x9999, 0};
+  h = 0;
+  CHECK(d.alloc(d.device, DEBUGGER, dbg, h) == INVALID_CLIENT);
+}
+
 TEST_CASE("a channel group holds at most 128 channels") {
   nvsim::Simulator sim;
   Driver d(sim);

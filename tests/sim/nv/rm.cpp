@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -31,6 +32,26 @@ Object make_object(std::uint32_t h, std::uint32_t parent, std::uint32_t klass) {
 template <class T>
 T* params_of(std::uint64_t p) {
   return reinterpret_cast<T*>(p);
+}
+
+// The size of the parameter struct RM reads for an allocation of `klass` (by class, as
+// rmapiParamsCopyInit looks it up), 0 for none.
+std::size_t alloc_params_size(std::uint32_t klass, const Classes& cls) {
+  switch (klass) {
+    case NV01_DEVICE_0: return sizeof(NV0080_ALLOC_PARAMETERS);
+    case NV20_SUBDEVICE_0: return sizeof(NV2080_ALLOC_PARAMETERS);
+    case NV01_MEMORY_LOCAL_USER:
+    case NV01_MEMORY_SYSTEM: return sizeof(NV_MEMORY_ALLOCATION_PARAMS);
+    case NV01_MEMORY_VIRTUAL: return sizeof(NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS);
+    case FERMI_VASPACE_A: return sizeof(NV_VASPACE_ALLOCATION_PARAMETERS);
+    case KEPLER_CHANNEL_GROUP_A: return sizeof(NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS);
+    case FERMI_CONTEXT_SHARE_A: return sizeof(NV_CTXSHARE_ALLOCATION_PARAMETERS);
+    case GT200_DEBUGGER: return sizeof(NV83DE_ALLOC_PARAMETERS);
+    case NV01_EVENT_OS_EVENT: return sizeof(NV0005_ALLOC_PARAMETERS);
+  }
+  if (klass == cls.channel) return sizeof(NV_CHANNEL_ALLOC_PARAMS);
+  if (klass == cls.usermode && cls.usermode == kHopper.usermode) return sizeof(NV_HOPPER_USERMODE_A_PARAMS);
+  return 0;
 }
 
 }  // namespace
@@ -94,6 +115,16 @@ std::uint32_t Simulator::Impl::alloc(int fd, std::uint32_t h_client, std::uint32
   // classes that take parameters need them.
   const bool optional_params = klass == cls.usermode || klass == cls.compute || klass == cls.copy;
   if (!params && !optional_params) return refuse(NV_ERR_INVALID_ARGUMENT, what + ": no parameters");
+  // RM works on its own copy of the parameters, copied back at the end.
+  alignas(8) std::array<std::byte, 512> copy{};
+  const std::size_t params_size = alloc_params_size(klass, cls);
+  const std::uint64_t user_params = params;
+  if (params && params_size) {
+    if (!copy_from_user(params, copy.data(), params_size))
+      return refuse(NV_ERR_INVALID_ADDRESS, fmt::format("{}: its {} bytes of parameters at {:#x} are not readable",
+                                                        what, params_size, params));
+    params = reinterpret_cast<std::uint64_t>(copy.data());
+  }
   Object o = make_object(h, h_parent, klass);
 
   if (klass == NV01_DEVICE_0) {
@@ -265,6 +296,9 @@ std::uint32_t Simulator::Impl::alloc(int fd, std::uint32_t h_client, std::uint32
                                                          "(ALLOC_OS_EVENT)", what, efd, h_client));
     o.event_fd = efd, o.notify_index = p->notifyIndex;
   }
+  if (user_params && params_size && !copy_to_user(user_params, copy.data(), params_size))
+    return refuse(NV_ERR_INVALID_ADDRESS, fmt::format("{}: its parameters at {:#x} are not writable", what,
+                                                      user_params));
   parent.children.push_back(h);
   c->objects.emplace(h, std::move(o));
   h_new = h;
@@ -453,8 +487,11 @@ std::uint32_t Simulator::Impl::event_data(File& file, NVOS41& p) {
   static_assert(sizeof(NvUnixEvent) == 16);  // nvos.h NvUnixEvent
   const File::Pending e = file.pending.front();
   file.pending.pop_front();
-  auto* out = reinterpret_cast<NvUnixEvent*>(p.pEvent);
-  *out = NvUnixEvent{e.object, e.notify_index, e.info32, e.info16, 0};
+  const NvUnixEvent out{e.object, e.notify_index, e.info32, e.info16, 0};
+  if (!copy_to_user(p.pEvent, &out, sizeof out)) {
+    file.pending.push_front(e);
+    return refuse(NV_ERR_INVALID_ADDRESS, fmt::format("RM_GET_EVENT_DATA: pEvent {:#x} is not writable", p.pEvent));
+  }
   p.MoreEvents = file.pending.empty() ? 0 : 1;
   return NV_OK;
 }
@@ -517,6 +554,26 @@ std::uint32_t Simulator::Impl::control(std::uint32_t h_client, std::uint32_t h_o
   if (size != want)
     return refuse(NV_ERR_INVALID_PARAM_STRUCT, fmt::format("{}: paramsSize {}, not {}", what, size, want));
   if (!params) return refuse(NV_ERR_INVALID_ARGUMENT, what + ": no parameters");
+  // RM works on its own copy of the parameters, copied back at the end.
+  alignas(8) std::array<std::byte, sizeof(NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS)> copy{};
+  static_assert(sizeof copy >= sizeof(NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS));
+  const std::uint64_t user_params = params;
+  if (!copy_from_user(params, copy.data(), want))
+    return refuse(NV_ERR_INVALID_ADDRESS, fmt::format("{}: its {} bytes of parameters at {:#x} are not readable", what,
+                                                      want, params));
+  params = reinterpret_cast<std::uint64_t>(copy.data());
+  const std::uint32_t status = control_in_copy(*c, *o, cmd, params, what);
+  if (!copy_to_user(user_params, copy.data(), want))
+    return refuse(NV_ERR_INVALID_ADDRESS, fmt::format("{}: its parameters at {:#x} are not writable", what,
+                                                      user_params));
+  return status;
+}
+
+std::uint32_t Simulator::Impl::control_in_copy(Client& client, Object& object, std::uint32_t cmd,
+                                               std::uint64_t params, const std::string& what) {
+  Client* c = &client;
+  Object* o = &object;
+  const Classes& cls = config.classes;
   const std::string version = config.driver_version;
   auto copy_string = [](char* to, std::size_t n, const std::string& s) {
     std::memset(to, 0, n);
@@ -534,7 +591,8 @@ std::uint32_t Simulator::Impl::control(std::uint32_t h_client, std::uint32_t h_o
         return refuse(NV_ERR_INVALID_ARGUMENT, fmt::format("{}: the three buffers of {} bytes cannot hold \"{}\"", what,
                                                            p->sizeOfStrings, version));
       for (std::uint64_t b : {p->pDriverVersionBuffer, p->pVersionBuffer, p->pTitleBuffer})
-        copy_string(reinterpret_cast<char*>(b), p->sizeOfStrings, version);
+        if (!copy_to_user(b, version.c_str(), version.size() + 1))
+          return refuse(NV_ERR_INVALID_ADDRESS, fmt::format("{}: the buffer at {:#x} is not writable", what, b));
       return NV_OK;
     }
     case NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2: {
@@ -575,7 +633,8 @@ std::uint32_t Simulator::Impl::control(std::uint32_t h_client, std::uint32_t h_o
       if (p->numClasses < list.size())
         return refuse(NV_ERR_INVALID_PARAM_STRUCT, fmt::format("{}: room for {} classes, {} to give", what,
                                                                p->numClasses, list.size()));
-      std::ranges::copy(list, reinterpret_cast<std::uint32_t*>(p->classList));
+      if (!copy_to_user(p->classList, list.data(), list.size() * 4))
+        return refuse(NV_ERR_INVALID_ADDRESS, fmt::format("{}: the list at {:#x} is not writable", what, p->classList));
       p->numClasses = std::uint32_t(list.size());
       return NV_OK;
     }
@@ -614,7 +673,9 @@ std::uint32_t Simulator::Impl::control(std::uint32_t h_client, std::uint32_t h_o
       if (p->grInfoListSize == 0 || p->grInfoListSize > NV2080_CTRL_GR_INFO_INDEX_MAX + 1 || !p->grInfoList)
         return refuse(NV_ERR_INVALID_ARGUMENT, fmt::format("{}: a list of {} entries at {:#x}", what, p->grInfoListSize,
                                                            p->grInfoList));
-      auto* list = reinterpret_cast<NV2080_CTRL_GR_INFO*>(p->grInfoList);
+      std::array<NV2080_CTRL_GR_INFO, NV2080_CTRL_GR_INFO_INDEX_MAX + 1> list;
+      if (!copy_from_user(p->grInfoList, list.data(), p->grInfoListSize * sizeof list[0]))
+        return refuse(NV_ERR_INVALID_ADDRESS, fmt::format("{}: the list at {:#x} is not readable", what, p->grInfoList));
       for (std::uint32_t i = 0; i < p->grInfoListSize; ++i) {
         if (list[i].index > NV2080_CTRL_GR_INFO_INDEX_MAX)
           return refuse(NV_ERR_INVALID_ARGUMENT, fmt::format("{}: entry {} asks index {:#x}", what, i, list[i].index));
@@ -627,6 +688,8 @@ std::uint32_t Simulator::Impl::control(std::uint32_t h_client, std::uint32_t h_o
           default: list[i].data = 0;
         }
       }
+      if (!copy_to_user(p->grInfoList, list.data(), p->grInfoListSize * sizeof list[0]))
+        return refuse(NV_ERR_INVALID_ADDRESS, fmt::format("{}: the list at {:#x} is not writable", what, p->grInfoList));
       return NV_OK;
     }
     case NV2080_CTRL_CMD_TIMER_GET_TIME:

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -96,6 +97,26 @@ const char* escape_name(unsigned nr) {
 }
 
 }  // namespace
+
+// ---- The caller's memory.
+
+bool copy_from_user(std::uint64_t address, void* to, std::size_t n) {
+  if (n == 0) return true;
+  iovec local{to, n}, remote{reinterpret_cast<void*>(address), n};
+  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == ssize_t(n);
+}
+
+bool copy_to_user(std::uint64_t address, const void* from, std::size_t n) {
+  if (n == 0) return true;
+  iovec local{const_cast<void*>(from), n}, remote{reinterpret_cast<void*>(address), n};
+  return process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == ssize_t(n);
+}
+
+bool user_accessible(const void* address, std::size_t n) {
+  std::vector<std::byte> bytes(n);
+  const auto a = reinterpret_cast<std::uint64_t>(address);
+  return copy_from_user(a, bytes.data(), n) && copy_to_user(a, bytes.data(), n);
+}
 
 // ---- Host memory and VA spaces.
 
@@ -401,6 +422,7 @@ int Simulator::Impl::escape(int fd, File& file, unsigned nr, void* arg, std::siz
   if (nr == NV_ESC_IOCTL_XFER_CMD) {
     if (size != sizeof(nv_ioctl_xfer))
       return refuse_errno(-EINVAL, fmt::format("IOCTL_XFER_CMD: {} bytes, not {}", size, sizeof(nv_ioctl_xfer)));
+    if (!user_accessible(arg, size)) return refuse_errno(-EFAULT, "IOCTL_XFER_CMD: its 16 bytes are not readable");
     auto* x = static_cast<nv_ioctl_xfer*>(arg);
     if (x->cmd == NV_ESC_IOCTL_XFER_CMD || !x->ptr)
       return refuse_errno(-EINVAL, fmt::format("IOCTL_XFER_CMD: escape {:#x} at {:#x} cannot be transferred", x->cmd,
@@ -423,6 +445,9 @@ int Simulator::Impl::escape(int fd, File& file, unsigned nr, void* arg, std::siz
   } else if (size != escape_size(nr)) {
     return refuse_errno(-EINVAL, fmt::format("{}: {} bytes, not {}", name, size, escape_size(nr)));
   }
+  if (!user_accessible(arg, size))
+    return refuse_errno(-EFAULT, fmt::format("{} on file {}: its {} bytes at {} are not the caller's to read and "
+                                             "write", name, fd, size, arg));
   const bool ctl = file.node == Node::ctl;
   switch (nr) {
     case NV_ESC_CHECK_VERSION_STR: {

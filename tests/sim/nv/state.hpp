@@ -41,6 +41,13 @@ inline constexpr std::uint32_t kFirstToken = 0x100;        // work-submit tokens
 inline constexpr std::uint32_t kMaxChannelsPerGroup = 128;
 inline constexpr std::uint32_t NV_ERR_GENERIC = 0xFFFF;    // nvstatuscodes.h
 
+// The kernel's copy_from_user/copy_to_user in process: false when any of the caller's bytes
+// at `address` cannot be read (written), instead of a crash.
+bool copy_from_user(std::uint64_t address, void* to, std::size_t n);
+bool copy_to_user(std::uint64_t address, const void* from, std::size_t n);
+// Whether [address, +n) can be read and written.
+bool user_accessible(const void* address, std::size_t n);
+
 // Host bytes the simulator owns (a memfd and its own mapping) or the caller's pages (an OS
 // descriptor). Shared: RM's memory object, UVM's mappings and mapping contexts hold it; the
 // video memory it accounts for returns when the last holder goes.
@@ -233,6 +240,7 @@ struct Simulator::Impl {
   void free_client(std::uint32_t h);
   std::uint32_t control(std::uint32_t h_client, std::uint32_t h_object, std::uint32_t cmd, std::uint64_t params,
                         std::uint32_t size);
+  std::uint32_t control_in_copy(Client& c, Object& o, std::uint32_t cmd, std::uint64_t params, const std::string& what);
   std::uint32_t alloc_memory(int fd, abi::NVOS02_with_fd& p);
   std::uint32_t map_memory(abi::NVOS33_with_fd& p);
   std::uint32_t unmap_memory(abi::NVOS34& p);

@@ -30,6 +30,21 @@ std::string uuid_text(const std::uint8_t* u) {
 
 int Simulator::Impl::uvm_ioctl(int fd, File& file, unsigned long request, void* arg) {
   if (!arg) return refuse_errno(-EFAULT, fmt::format("UVM ioctl {} on file {}: no parameters", request, fd));
+  std::size_t size = 0;  // each request's struct
+  switch (request) {
+    case UVM_INITIALIZE: size = sizeof(UVM_INITIALIZE_PARAMS); break;
+    case UVM_MM_INITIALIZE: size = sizeof(UVM_MM_INITIALIZE_PARAMS); break;
+    case UVM_REGISTER_GPU: size = sizeof(UVM_REGISTER_GPU_PARAMS); break;
+    case UVM_REGISTER_GPU_VASPACE: size = sizeof(UVM_REGISTER_GPU_VASPACE_PARAMS); break;
+    case UVM_REGISTER_CHANNEL: size = sizeof(UVM_REGISTER_CHANNEL_PARAMS); break;
+    case UVM_CREATE_EXTERNAL_RANGE: size = sizeof(UVM_CREATE_EXTERNAL_RANGE_PARAMS); break;
+    case UVM_MAP_EXTERNAL_ALLOCATION: size = sizeof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS); break;
+    case UVM_FREE: size = sizeof(UVM_FREE_PARAMS); break;
+    default: return refuse_errno(-EINVAL, fmt::format("UVM ioctl {:#x} on file {}: not one UVM answers here", request, fd));
+  }
+  if (!user_accessible(arg, size))  // copy_from_user fails: -EFAULT (uvm_ioctl.h's routing)
+    return refuse_errno(-EFAULT, fmt::format("UVM ioctl {} on file {}: its {} bytes at {} are not the caller's",
+                                             request, fd, size, arg));
   const bool is_va_space = file.uvm == File::Uvm::va_space;
   // Every ioctl but the two initializations needs a VA-space file (UVM_ROUTE_CMD_*_INIT_CHECK).
   auto needs_va_space = [&](std::uint32_t& status, const char* name) {
