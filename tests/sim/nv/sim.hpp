@@ -112,10 +112,11 @@ class Simulator final : public os::Seam {
 
   // ---- For tests.
   const Config& config() const;
-  // Every refusal so far, as text: "RM_ALLOC class 0x90f1 under 0xcafe0001: no such parent
-  // (NV_ERR_INVALID_OBJECT_PARENT)".
+  // Every refusal so far, as text: "RM_ALLOC class 0x2080 under 0xdead: client 0xc1d00001 has
+  // no object 0xdead (NV_ERR_INVALID_OBJECT_PARENT)".
   std::vector<std::string> errors() const;
-  // Every channel fault so far, as text (from the channels' engines).
+  // Every channel that stopped on an error, as text: "channel 0xcaf00009 (compute): Xid 69:
+  // ..." with the engine's words.
   std::vector<std::string> faults() const;
   // RM objects alive (clients and all under them), CPU mapping contexts made by
   // RM_MAP_MEMORY and not unmapped or torn down, UVM external ranges and mappings, open files.
