@@ -1297,6 +1297,12 @@ TEST_CASE("a semaphore release, a copy and an nvcc kernel's launch run end to en
     else CHECK(y == 1.0f);
   }
   CHECK(sim.faults().empty());
+  // Unmapping and freeing what the engines ran on, and the channels themselves, with the
+  // engines running: they stop, and nothing is left of the group.
+  CHECK(d.uvm_free(va, 1 << 20) == OK);
+  const std::size_t before = sim.live_objects();
+  CHECK(d.free(d.group) == OK);
+  CHECK(sim.live_objects() == before - 6);
   // Five tokens written, two pairs back to back: a pair may reach the watcher as one ring.
   CHECK(sim.doorbells() >= 3);
   CHECK(sim.stray_doorbells() == 0);
