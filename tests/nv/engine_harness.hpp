@@ -57,8 +57,10 @@ class Test_space : public Space {
     auto m = map(va, sizeof(T), false);
     REQUIRE(m);
     std::byte* p = m->host + (va - m->base);
-    if (sizeof(T) == 4) {
-      std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(p)).store(static_cast<std::uint32_t>(v));
+    if constexpr (sizeof(T) == 4) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(p)).store(bits);
     } else {
       std::memcpy(p, &v, sizeof v);
     }
