@@ -106,6 +106,8 @@ struct Fault {
 };
 // The engine is being destroyed while it waits.
 struct Quit {};
+// The channel is held while it waits on an acquire: the entry is set aside, to be resumed.
+struct Preempted {};
 
 }  // namespace
 
@@ -124,6 +126,14 @@ struct Engine::Impl {
 
   // PBDMA state.
   Pushbuffer_state pushbuffer;
+  // An entry set aside in an acquire by hold(true): its index, the methods of it already run
+  // and the subdevice masks it started with.
+  struct {
+    bool active = false;
+    std::uint32_t index = 0;
+    std::size_t done = 0;
+    Pushbuffer_state start;
+  } resume;
   std::uint64_t extended_base = 0;
   std::array<std::uint32_t, 8> bound{};  // the class on each subchannel, 0 for none
 
@@ -243,7 +253,8 @@ struct Engine::Impl {
   std::uint64_t now() const { return setup.clock_ns ? setup.clock_ns() : 0; }
 
   // Waits until `met()` holds, reading memory again on every doorbell and at least every
-  // 50 microseconds, as an acquire does on hardware.
+  // 50 microseconds, as an acquire does on hardware; set aside (Preempted) when the channel
+  // is held meanwhile.
   template <class Met>
   void wait_until(Met&& met) {
     std::uint64_t seen = 0;
@@ -254,7 +265,8 @@ struct Engine::Impl {
     while (!met()) {
       std::unique_lock lk(m);
       if (quit) throw Quit{};
-      cv.wait_for(lk, std::chrono::microseconds(50), [&] { return quit || rings != seen; });
+      if (held) throw Preempted{};
+      cv.wait_for(lk, std::chrono::microseconds(50), [&] { return quit || held || rings != seen; });
       seen = rings;
     }
   }
@@ -282,6 +294,9 @@ void Engine::Impl::main() {
       drain();
     } catch (const Fault& f) {
       fail(f);
+    } catch (const Preempted&) {
+      std::lock_guard lk(m);
+      pending = true;  // taken up again on hold(false)
     } catch (const Quit&) {
       return;
     }
@@ -339,12 +354,25 @@ void Engine::Impl::entry(std::uint32_t index) {
                           fmt::format("push buffer segment of GP entry {} ({} words)", index, e->length));
   std::vector<std::uint32_t> words(e->length);
   std::memcpy(words.data(), bytes.data(), bytes.size());
+  // An entry set aside in an acquire is decoded again from the masks it started with, and
+  // its methods before the acquire are not run again.
+  std::size_t skip = 0;
+  if (resume.active && resume.index == index) {
+    pushbuffer = resume.start;
+    skip = resume.done;
+  }
+  resume.active = false;
+  const Pushbuffer_state start = pushbuffer;
   const Segment segment = decode_segment(words, pushbuffer);
-  for (const Method& method : segment.methods) {
+  for (std::size_t i = skip; i < segment.methods.size(); ++i) {
+    const Method& method = segment.methods[i];
     try {
       execute(method);
     } catch (Fault& f) {
       f.why = fmt::format("push buffer at {:#x} word {}: {}", address, method.at, f.why);
+      throw;
+    } catch (const Preempted&) {
+      resume = {true, index, i, start};
       throw;
     }
     n_methods.fetch_add(1, std::memory_order_relaxed);
@@ -440,7 +468,7 @@ void Engine::Impl::host(const Method& method) {
       const unsigned size = s->payload_64 ? 8 : 4;
       const std::uint64_t mask = s->payload_64 ? ~0ull : 0xffffffffull;
       const std::uint64_t payload = sem_payload & mask;
-      const std::string what = fmt::format("SEM_EXECUTE semaphore");
+      const std::string_view what = "SEM_EXECUTE semaphore";
       switch (s->op) {
         case Sem_execute::Op::release: {
           std::byte* p = word_at(sem_address, s->release_timestamp ? 16 : size, true, what);
@@ -452,10 +480,10 @@ void Engine::Impl::host(const Method& method) {
           reduce_at(word_at(sem_address, size, true, what), size, s->reduction, payload, s->reduction_unsigned);
           return;
         default: {
-          std::byte* p = word_at(sem_address, size, false, what);
           const auto op = s->op;
+          // The word is mapped again on every look: the memory may go while the acquire waits.
           wait_until([&] {
-            const std::uint64_t v = load(p, size) & mask;
+            const std::uint64_t v = load(word_at(sem_address, size, false, what), size) & mask;
             switch (op) {
               case Sem_execute::Op::acquire: return v == payload;
               case Sem_execute::Op::acquire_strict_geq: return v >= payload;
