@@ -401,8 +401,14 @@ void Engine::Impl::fail(const Fault& f) {
     std::memcpy(n, &stamp, sizeof stamp);
     std::memcpy(n + notifier_info32, &info32, sizeof info32);
     std::memcpy(n + notifier_info16, &info16, sizeof info16);
-    std::atomic_thread_fence(std::memory_order_release);
-    std::memcpy(n + notifier_status, &notifier_status_error, sizeof notifier_status_error);
+    // The status last, released: a reader that sees it sees the rest.
+    std::byte* status = n + notifier_status;
+    if (reinterpret_cast<std::uintptr_t>(status) % alignof(std::uint16_t) == 0) {
+      std::atomic_ref<std::uint16_t>(*reinterpret_cast<std::uint16_t*>(status))
+          .store(notifier_status_error, std::memory_order_release);
+    } else {
+      std::memcpy(status, &notifier_status_error, sizeof notifier_status_error);
+    }
   }
   if (setup.stopped) setup.stopped(f.xid, why);
 }
