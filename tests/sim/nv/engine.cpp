@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -188,6 +189,9 @@ struct Engine::Impl {
     }
   }
   std::vector<std::byte> read(std::uint64_t va, std::uint64_t size, std::string_view what) {
+    // All of it must be mapped before the bytes are taken: a length from the push buffer
+    // never sizes an allocation the Space cannot back.
+    each_span(va, size, false, what, [](std::byte*, std::uint64_t, std::uint64_t) {});
     std::vector<std::byte> out(size);
     each_span(va, size, false, what, [&](std::byte* h, std::uint64_t off, std::uint64_t n) { std::memcpy(out.data() + off, h, n); });
     return out;
@@ -299,6 +303,9 @@ void Engine::Impl::main() {
       pending = true;  // taken up again on hold(false)
     } catch (const Quit&) {
       return;
+    } catch (const std::exception& e) {
+      // Nothing a push buffer says may end the simulator: what escaped stops the channel.
+      fail(Fault{xid_pbdma_error, fmt::format("the simulator could not execute the channel's work: {}", e.what())});
     }
   }
 }
@@ -578,6 +585,8 @@ void Engine::Impl::run_launch_dma(std::uint32_t cls, std::uint32_t word) {
                                [](Remap::Source s) { return s <= Remap::Source::src_w; }));
     for (std::uint64_t l = 0; l < lines; ++l) {
       const std::uint64_t src = copy.in + l * copy.pitch_in, dst = copy.out + l * copy.pitch_out;
+      const std::string dst_what = fmt::format("LAUNCH_DMA destination line {}", l);
+      each_span(dst, out_bytes, true, dst_what, [](std::byte*, std::uint64_t, std::uint64_t) {});
       std::vector<std::byte> line;
       if (reads_source) line = read(src, in_bytes, fmt::format("LAUNCH_DMA source line {}", l));
       std::vector<std::byte> out;
@@ -591,7 +600,7 @@ void Engine::Impl::run_launch_dma(std::uint32_t cls, std::uint32_t word) {
         // Components a NO_WRITE leaves as they are: start from the destination's bytes.
         const bool keeps = std::any_of(remap->dst.begin(), remap->dst.begin() + remap->dst_components,
                                        [](Remap::Source s) { return s == Remap::Source::no_write; });
-        if (keeps) out = read(dst, out_bytes, fmt::format("LAUNCH_DMA destination line {}", l));
+        if (keeps) out = read(dst, out_bytes, dst_what);
         for (std::uint64_t e = 0; e < copy.line_length; ++e) {
           for (std::uint32_t c = 0; c < remap->dst_components; ++c) {
             std::byte* to = out.data() + (e * remap->dst_components + c) * cs;
@@ -610,7 +619,7 @@ void Engine::Impl::run_launch_dma(std::uint32_t cls, std::uint32_t word) {
           }
         }
       }
-      each_span(dst, out_bytes, true, fmt::format("LAUNCH_DMA destination line {}", l),
+      each_span(dst, out_bytes, true, dst_what,
                 [&](std::byte* h, std::uint64_t off, std::uint64_t n) { std::memcpy(h, out.data() + off, n); });
       n_bytes.fetch_add(out_bytes, std::memory_order_relaxed);
     }
