@@ -182,6 +182,16 @@ struct Channel {
     }
     return false;
   }
+  // Waits (up to 10 s) until the engine has run `n` methods: with an acquire as method n + 1,
+  // the engine is then inside it.
+  bool ran(std::uint64_t n) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (engine->methods() < n) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return true;
+  }
   // Waits for the stopped hook; returns its (xid, why).
   std::pair<std::uint32_t, std::string> stop() {
     std::unique_lock lk(m);

@@ -58,7 +58,8 @@ TEST_CASE("an acquire waits until the semaphore equals the payload, then the met
 TEST_CASE("an acquire sees memory change without a doorbell") {
   Channel c;
   c.submit(semaphore(sem_va, 9, OP_ACQUIRE) + semaphore(sem_va + 4, 1, OP_RELEASE));
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(c.ran(4));  // in the acquire
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
   c.space.set<std::uint32_t>(sem_va, 9);
   REQUIRE(c.idle());
   CHECK(c.space.get<std::uint32_t>(sem_va + 4) == 1);
@@ -169,7 +170,7 @@ TEST_CASE("hold during an acquire sets it aside, and the entry resumes at the ac
   // Add 1 to a counter, wait for sem_va == 1, then release sem_va + 4.
   c.submit(semaphore(sem_va + 8, 1, OP_REDUCTION | (5u << 27) | (1u << 31)) + semaphore(sem_va, 1, OP_ACQUIRE) +
            semaphore(sem_va + 4, 1, OP_RELEASE));
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(c.ran(9));  // the reduction and the acquire's set-up methods: in the acquire
   REQUIRE(c.space.get<std::uint32_t>(sem_va + 8) == 1);
   auto held = std::async(std::launch::async, [&] { c.engine->hold(true); });
   const bool returned = held.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
@@ -339,7 +340,7 @@ TEST_CASE("a stopped channel runs nothing more") {
 TEST_CASE("destroying an engine that waits on an acquire ends its thread") {
   Channel c;
   c.submit(semaphore(sem_va, 1, OP_ACQUIRE));
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(c.ran(4));  // in the acquire
   c.engine.reset();
   CHECK(c.space.get<std::uint32_t>(sem_va) == 0);
 }
