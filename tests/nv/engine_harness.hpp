@@ -57,8 +57,10 @@ class Test_space : public Space {
     auto m = map(va, sizeof(T), false);
     REQUIRE(m);
     std::byte* p = m->host + (va - m->base);
-    if (sizeof(T) == 4) {
-      std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(p)).store(static_cast<std::uint32_t>(v));
+    if constexpr (sizeof(T) == 4) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(p)).store(bits);
     } else {
       std::memcpy(p, &v, sizeof v);
     }
@@ -179,6 +181,16 @@ struct Channel {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     return false;
+  }
+  // Waits (up to 10 s) until the engine has run `n` methods: with an acquire as method n + 1,
+  // the engine is then inside it.
+  bool ran(std::uint64_t n) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (engine->methods() < n) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return true;
   }
   // Waits for the stopped hook; returns its (xid, why).
   std::pair<std::uint32_t, std::string> stop() {

@@ -194,3 +194,17 @@ TEST_CASE("an unknown copy method, C8B5's payload upper on C6B5 and a conditiona
     CHECK(why.find("conditional-interrupt") != std::string::npos);
   }
 }
+
+TEST_CASE("a line longer than the mapped memory faults with Xid 31 before any byte is taken") {
+  Copy_channel c;
+  // 0xffffffff elements of four 4-byte components: 64 GiB a line, far past the 64 KiB mapped.
+  const std::uint32_t components = 0u | (1u << 4) | (2u << 8) | (3u << 12) | (3u << 16) | (3u << 20) | (3u << 24);
+  c.submit(c.bind() + std::vector<std::uint32_t>{inc(copy_sub, SET_REMAP_CONST_A + 8, 1), components} +
+           Copy_channel::lines(data_va, data_va + 0x100000, 0, 0, 0xffffffffu, 0) +
+           Copy_channel::launch(NON_PIPELINED | SRC_PITCH | DST_PITCH | REMAP));
+  const auto [xid, why] = c.stop();
+  CHECK(xid == 31);
+  CHECK(why.find("destination line 0") != std::string::npos);
+  CHECK(why.find("68719476720 bytes") != std::string::npos);
+  CHECK(c.engine->bytes_copied() == 0);
+}

@@ -1,6 +1,8 @@
 // The GPFIFO engine's promises (engine.hpp): the PBDMA walks the ring to GPPut, every header
 // form reaches its methods, the host methods do what clc56f.h/clc86f.h define, and every
 // error stops the channel with the RC code, the notifier written and words that name it.
+#include <future>
+
 #include "engine_harness.hpp"
 
 using namespace nv_test;
@@ -56,7 +58,8 @@ TEST_CASE("an acquire waits until the semaphore equals the payload, then the met
 TEST_CASE("an acquire sees memory change without a doorbell") {
   Channel c;
   c.submit(semaphore(sem_va, 9, OP_ACQUIRE) + semaphore(sem_va + 4, 1, OP_RELEASE));
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(c.ran(4));  // in the acquire
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
   c.space.set<std::uint32_t>(sem_va, 9);
   REQUIRE(c.idle());
   CHECK(c.space.get<std::uint32_t>(sem_va + 4) == 1);
@@ -160,6 +163,28 @@ TEST_CASE("hold keeps the engine from taking entries until released") {
   c.engine->hold(false);
   REQUIRE(c.idle());
   CHECK(c.space.get<std::uint32_t>(sem_va) == 1);
+}
+
+TEST_CASE("hold during an acquire sets it aside, and the entry resumes at the acquire without running its earlier methods again") {
+  Channel c;
+  // Add 1 to a counter, wait for sem_va == 1, then release sem_va + 4.
+  c.submit(semaphore(sem_va + 8, 1, OP_REDUCTION | (5u << 27) | (1u << 31)) + semaphore(sem_va, 1, OP_ACQUIRE) +
+           semaphore(sem_va + 4, 1, OP_RELEASE));
+  REQUIRE(c.ran(9));  // the reduction and the acquire's set-up methods: in the acquire
+  REQUIRE(c.space.get<std::uint32_t>(sem_va + 8) == 1);
+  auto held = std::async(std::launch::async, [&] { c.engine->hold(true); });
+  const bool returned = held.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  if (!returned) c.space.set<std::uint32_t>(sem_va, 1);  // let the test end
+  REQUIRE(returned);
+  c.space.set<std::uint32_t>(sem_va, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(c.space.get<std::uint32_t>(sem_va + 4) == 0);  // held: the acquire is not taken up
+  c.engine->hold(false);
+  REQUIRE(c.idle());
+  CHECK(c.gp_get() == 1);
+  CHECK(c.space.get<std::uint32_t>(sem_va + 4) == 1);
+  CHECK(c.space.get<std::uint32_t>(sem_va + 8) == 1);  // the reduction ran once
+  CHECK(c.engine->methods() == 15);
 }
 
 // --- errors ----------------------------------------------------------------------------------
@@ -315,7 +340,7 @@ TEST_CASE("a stopped channel runs nothing more") {
 TEST_CASE("destroying an engine that waits on an acquire ends its thread") {
   Channel c;
   c.submit(semaphore(sem_va, 1, OP_ACQUIRE));
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(c.ran(4));  // in the acquire
   c.engine.reset();
   CHECK(c.space.get<std::uint32_t>(sem_va) == 0);
 }

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -106,6 +107,8 @@ struct Fault {
 };
 // The engine is being destroyed while it waits.
 struct Quit {};
+// The channel is held while it waits on an acquire: the entry is set aside, to be resumed.
+struct Preempted {};
 
 }  // namespace
 
@@ -124,6 +127,14 @@ struct Engine::Impl {
 
   // PBDMA state.
   Pushbuffer_state pushbuffer;
+  // An entry set aside in an acquire by hold(true): its index, the methods of it already run
+  // and the subdevice masks it started with.
+  struct {
+    bool active = false;
+    std::uint32_t index = 0;
+    std::size_t done = 0;
+    Pushbuffer_state start;
+  } resume;
   std::uint64_t extended_base = 0;
   std::array<std::uint32_t, 8> bound{};  // the class on each subchannel, 0 for none
 
@@ -178,6 +189,9 @@ struct Engine::Impl {
     }
   }
   std::vector<std::byte> read(std::uint64_t va, std::uint64_t size, std::string_view what) {
+    // All of it must be mapped before the bytes are taken: a length from the push buffer
+    // never sizes an allocation the Space cannot back.
+    each_span(va, size, false, what, [](std::byte*, std::uint64_t, std::uint64_t) {});
     std::vector<std::byte> out(size);
     each_span(va, size, false, what, [&](std::byte* h, std::uint64_t off, std::uint64_t n) { std::memcpy(out.data() + off, h, n); });
     return out;
@@ -243,7 +257,8 @@ struct Engine::Impl {
   std::uint64_t now() const { return setup.clock_ns ? setup.clock_ns() : 0; }
 
   // Waits until `met()` holds, reading memory again on every doorbell and at least every
-  // 50 microseconds, as an acquire does on hardware.
+  // 50 microseconds, as an acquire does on hardware; set aside (Preempted) when the channel
+  // is held meanwhile.
   template <class Met>
   void wait_until(Met&& met) {
     std::uint64_t seen = 0;
@@ -254,7 +269,8 @@ struct Engine::Impl {
     while (!met()) {
       std::unique_lock lk(m);
       if (quit) throw Quit{};
-      cv.wait_for(lk, std::chrono::microseconds(50), [&] { return quit || rings != seen; });
+      if (held) throw Preempted{};
+      cv.wait_for(lk, std::chrono::microseconds(50), [&] { return quit || held || rings != seen; });
       seen = rings;
     }
   }
@@ -282,8 +298,14 @@ void Engine::Impl::main() {
       drain();
     } catch (const Fault& f) {
       fail(f);
+    } catch (const Preempted&) {
+      std::lock_guard lk(m);
+      pending = true;  // taken up again on hold(false)
     } catch (const Quit&) {
       return;
+    } catch (const std::exception& e) {
+      // Nothing a push buffer says may end the simulator: what escaped stops the channel.
+      fail(Fault{xid_pbdma_error, fmt::format("the simulator could not execute the channel's work: {}", e.what())});
     }
   }
 }
@@ -339,12 +361,25 @@ void Engine::Impl::entry(std::uint32_t index) {
                           fmt::format("push buffer segment of GP entry {} ({} words)", index, e->length));
   std::vector<std::uint32_t> words(e->length);
   std::memcpy(words.data(), bytes.data(), bytes.size());
+  // An entry set aside in an acquire is decoded again from the masks it started with, and
+  // its methods before the acquire are not run again.
+  std::size_t skip = 0;
+  if (resume.active && resume.index == index) {
+    pushbuffer = resume.start;
+    skip = resume.done;
+  }
+  resume.active = false;
+  const Pushbuffer_state start = pushbuffer;
   const Segment segment = decode_segment(words, pushbuffer);
-  for (const Method& method : segment.methods) {
+  for (std::size_t i = skip; i < segment.methods.size(); ++i) {
+    const Method& method = segment.methods[i];
     try {
       execute(method);
     } catch (Fault& f) {
       f.why = fmt::format("push buffer at {:#x} word {}: {}", address, method.at, f.why);
+      throw;
+    } catch (const Preempted&) {
+      resume = {true, index, i, start};
       throw;
     }
     n_methods.fetch_add(1, std::memory_order_relaxed);
@@ -373,8 +408,14 @@ void Engine::Impl::fail(const Fault& f) {
     std::memcpy(n, &stamp, sizeof stamp);
     std::memcpy(n + notifier_info32, &info32, sizeof info32);
     std::memcpy(n + notifier_info16, &info16, sizeof info16);
-    std::atomic_thread_fence(std::memory_order_release);
-    std::memcpy(n + notifier_status, &notifier_status_error, sizeof notifier_status_error);
+    // The status last, released: a reader that sees it sees the rest.
+    std::byte* status = n + notifier_status;
+    if (reinterpret_cast<std::uintptr_t>(status) % alignof(std::uint16_t) == 0) {
+      std::atomic_ref<std::uint16_t>(*reinterpret_cast<std::uint16_t*>(status))
+          .store(notifier_status_error, std::memory_order_release);
+    } else {
+      std::memcpy(status, &notifier_status_error, sizeof notifier_status_error);
+    }
   }
   if (setup.stopped) setup.stopped(f.xid, why);
 }
@@ -440,7 +481,7 @@ void Engine::Impl::host(const Method& method) {
       const unsigned size = s->payload_64 ? 8 : 4;
       const std::uint64_t mask = s->payload_64 ? ~0ull : 0xffffffffull;
       const std::uint64_t payload = sem_payload & mask;
-      const std::string what = fmt::format("SEM_EXECUTE semaphore");
+      const std::string_view what = "SEM_EXECUTE semaphore";
       switch (s->op) {
         case Sem_execute::Op::release: {
           std::byte* p = word_at(sem_address, s->release_timestamp ? 16 : size, true, what);
@@ -452,10 +493,10 @@ void Engine::Impl::host(const Method& method) {
           reduce_at(word_at(sem_address, size, true, what), size, s->reduction, payload, s->reduction_unsigned);
           return;
         default: {
-          std::byte* p = word_at(sem_address, size, false, what);
           const auto op = s->op;
+          // The word is mapped again on every look: the memory may go while the acquire waits.
           wait_until([&] {
-            const std::uint64_t v = load(p, size) & mask;
+            const std::uint64_t v = load(word_at(sem_address, size, false, what), size) & mask;
             switch (op) {
               case Sem_execute::Op::acquire: return v == payload;
               case Sem_execute::Op::acquire_strict_geq: return v >= payload;
@@ -544,6 +585,8 @@ void Engine::Impl::run_launch_dma(std::uint32_t cls, std::uint32_t word) {
                                [](Remap::Source s) { return s <= Remap::Source::src_w; }));
     for (std::uint64_t l = 0; l < lines; ++l) {
       const std::uint64_t src = copy.in + l * copy.pitch_in, dst = copy.out + l * copy.pitch_out;
+      const std::string dst_what = fmt::format("LAUNCH_DMA destination line {}", l);
+      each_span(dst, out_bytes, true, dst_what, [](std::byte*, std::uint64_t, std::uint64_t) {});
       std::vector<std::byte> line;
       if (reads_source) line = read(src, in_bytes, fmt::format("LAUNCH_DMA source line {}", l));
       std::vector<std::byte> out;
@@ -557,7 +600,7 @@ void Engine::Impl::run_launch_dma(std::uint32_t cls, std::uint32_t word) {
         // Components a NO_WRITE leaves as they are: start from the destination's bytes.
         const bool keeps = std::any_of(remap->dst.begin(), remap->dst.begin() + remap->dst_components,
                                        [](Remap::Source s) { return s == Remap::Source::no_write; });
-        if (keeps) out = read(dst, out_bytes, fmt::format("LAUNCH_DMA destination line {}", l));
+        if (keeps) out = read(dst, out_bytes, dst_what);
         for (std::uint64_t e = 0; e < copy.line_length; ++e) {
           for (std::uint32_t c = 0; c < remap->dst_components; ++c) {
             std::byte* to = out.data() + (e * remap->dst_components + c) * cs;
@@ -576,7 +619,7 @@ void Engine::Impl::run_launch_dma(std::uint32_t cls, std::uint32_t word) {
           }
         }
       }
-      each_span(dst, out_bytes, true, fmt::format("LAUNCH_DMA destination line {}", l),
+      each_span(dst, out_bytes, true, dst_what,
                 [&](std::byte* h, std::uint64_t off, std::uint64_t n) { std::memcpy(h, out.data() + off, n); });
       n_bytes.fetch_add(out_bytes, std::memory_order_relaxed);
     }
