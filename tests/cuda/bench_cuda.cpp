@@ -5,7 +5,7 @@
 //   h2d_gbps/d2h_gbps  a copy of 256 MiB from Pinned to Device memory and back (best of 3)
 //   submit_allocations  heap allocations per submit once warm (should be 0)
 // It prints one JSON object. --quick uses few iterations and 16 MiB (the CI runs it on the
-// fake libcuda that way). Kernels: RIG_CUDA_TEST_CUBIN, or the fake's.
+// fake libcuda that way). Kernels: RIG_CUDA_TEST_CUBIN, or the committed fatbin of kernels.cu.
 #include <rig/cuda_abi.hpp>
 #include <rig/rig.hpp>
 

@@ -1,18 +1,18 @@
 // conformance_targets.cpp — the CUDA driver's target of the conformance suite
 // (docs/conformance.md): the driver of cuda/ on the fake libcuda of tests/sim/cuda, whose
-// streams run on host threads, loaded by its path whatever RIG_LIBCUDA names.
-#include <dlfcn.h>
-
+// streams run on host threads, loaded by its path whatever RIG_LIBCUDA names, running
+// kernels.cu as nvcc compiled it.
 #include <fmt/format.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
-#include <string_view>
+#include <string>
 #include <vector>
 
 #include "conformance.hpp"
 #include <rig/cuda.hpp>
-#include "fake_libcuda.h"
 #include "fake_libcuda_path.h"
 
 namespace {
@@ -20,27 +20,25 @@ namespace {
 using namespace rig;
 namespace conformance = rig::conformance;
 
-// The image: a module in the fake's text format with one function, of no parameters.
-constexpr std::string_view kImage = "fake-cubin\nconf_nothing\n";
-
-// What a launch of it runs: nothing, as tests/conformance/kernels.c's does on the host.
-int nothing(const fakecuda_launch*) { return 0; }
+// The image: kernels.cu as nvcc built it (the committed sm_90 fatbin, whose PTX the fake
+// runs); the suite launches its function of no parameters, `empty`.
+std::vector<std::byte> fatbin() {
+  const std::string path = RIG_CUDA_KERNELS "/kernels.sm_90.fatbin";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot read the committed fatbin {}", path));
+  const std::vector<char> chars{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::vector<std::byte> out(chars.size());
+  std::memcpy(out.data(), chars.data(), chars.size());
+  return out;
+}
 
 conformance::Target fake_target() {
-  // The driver loads the same library by the same path, so this defines its function.
-  void* fake = dlopen(RIG_FAKE_LIBCUDA_PATH, RTLD_NOW | RTLD_LOCAL);
-  if (!fake) throw std::runtime_error(fmt::format("cannot load the fake libcuda: {}", dlerror()));
-  auto define = reinterpret_cast<decltype(&fakecuda_define)>(dlsym(fake, "fakecuda_define"));
-  if (!define) throw std::runtime_error(fmt::format("{} is not the fake libcuda", RIG_FAKE_LIBCUDA_PATH));
-  define("conf_nothing", nothing);
-
   conformance::Target t = conformance::driver_target(
       "CUDA-FAKE:0", [] { return rig::cuda::opener(0, RIG_FAKE_LIBCUDA_PATH); },
       1,  // CUDA runs what is enqueued: submit always commits (rig/cuda.hpp)
       "the CUDA driver on the fake libcuda of tests/sim/cuda (its streams on host threads), GPU 0");
-  t.image.resize(kImage.size());
-  std::memcpy(t.image.data(), kImage.data(), kImage.size());
-  t.function = "conf_nothing";
+  t.image = fatbin();
+  t.function = "empty";
   return t;
 }
 

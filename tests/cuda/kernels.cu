@@ -1,6 +1,7 @@
-// kernels.cu — the CUDA tests' kernels, for a real GPU (scripts/device-check builds them
-// with nvcc into a cubin and passes its path in RIG_CUDA_TEST_CUBIN). The fake libcuda runs
-// the host functions of kernels.cpp under the same names and parameters instead.
+// kernels.cu — the CUDA tests' kernels. scripts/device-check builds them with nvcc into a
+// cubin for a real GPU and passes its path in RIG_CUDA_TEST_CUBIN; elsewhere the tests load
+// their committed sm_90 fatbin (kernels/, scripts/nv-kernels), whose PTX the fake libcuda
+// runs on its interpreter.
 #include <stdint.h>
 
 // data[i] += add for i < n, one thread per element.
@@ -36,3 +37,6 @@ extern "C" __global__ void empty() {}
 
 // A store to an address no allocation holds: CUDA_ERROR_ILLEGAL_ADDRESS fails the context.
 extern "C" __global__ void fault() { *(volatile uint32_t*)(uintptr_t)0x10 = 1; }
+
+// A trap: CUDA_ERROR_LAUNCH_FAILED fails the context.
+extern "C" __global__ void trap() { __trap(); }

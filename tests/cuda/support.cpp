@@ -1,15 +1,13 @@
-// The CUDA tests' shared helpers (support.hpp) and the fake's kernels.
+// The CUDA tests' shared helpers (support.hpp).
 #include "support.hpp"
 
 #include <dlfcn.h>
 #include <stdexcept>
 
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <thread>
 
 extern const unsigned char rig_cuda_host_kernels[];
 extern const std::size_t rig_cuda_host_kernels_size;
@@ -23,55 +21,18 @@ void must(bool ok, const std::string& why) {
   if (!ok) throw std::runtime_error(why);
 }
 
-// ---- The fake's kernels: kernels.cu's, on the host. Each reads its parameters as the
-// image text below lays them out (each aligned to its size, up to 8).
-
-template <class T>
-T param(const fakecuda_launch* l, std::size_t at) {
-  T v;
-  std::memcpy(&v, static_cast<const std::byte*>(l->params) + at, sizeof v);
-  return v;
-}
-std::uint64_t threads(const fakecuda_launch* l) { return std::uint64_t(l->grid[0]) * l->block[0]; }
-
-int add_u32(const fakecuda_launch* l) {
-  auto* data = param<std::uint32_t*>(l, 0);
-  auto n = std::min(param<std::uint64_t>(l, 8), threads(l));
-  auto add = param<std::uint32_t>(l, 16);
-  for (std::uint64_t i = 0; i < n; ++i) data[i] += add;
-  return 0;
-}
-int copy_u32(const fakecuda_launch* l) {
-  auto* src = param<const std::uint32_t*>(l, 0);
-  auto* dst = param<std::uint32_t*>(l, 8);
-  auto n = std::min(param<std::uint64_t>(l, 16), threads(l));
-  std::memmove(dst, src, n * 4);
-  return 0;
-}
-int write_u64(const fakecuda_launch* l) {
-  *param<std::uint64_t*>(l, 0) = param<std::uint64_t>(l, 8);
-  return 0;
-}
-int slow_store(const fakecuda_launch* l) {
-  std::this_thread::sleep_for(std::chrono::nanoseconds(param<std::uint64_t>(l, 8)));
-  __atomic_store_n(param<std::uint32_t*>(l, 0), param<std::uint32_t>(l, 16), __ATOMIC_RELEASE);
-  return 0;
-}
-int empty(const fakecuda_launch*) { return 0; }
-int fault(const fakecuda_launch*) { return 700; }  // CUDA_ERROR_ILLEGAL_ADDRESS
-
-constexpr std::string_view kFakeImage =
-    "fake-cubin\n"
-    "add_u32 8 8 4\n"
-    "copy_u32 8 8 8\n"
-    "write_u64 8 8\n"
-    "slow_store 8 8 4\n"
-    "empty\n"
-    "fault\n";
-
 std::vector<std::byte> bytes(std::string_view s) {
   std::vector<std::byte> out(s.size());
   std::memcpy(out.data(), s.data(), s.size());
+  return out;
+}
+
+std::vector<std::byte> read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  must(bool(in), std::string("cannot read ") + what + "=" + path);
+  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(data.size());
+  std::memcpy(out.data(), data.data(), data.size());
   return out;
 }
 
@@ -87,7 +48,6 @@ Fake fake(const std::string& path) {
   void* handle = dlopen(which.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) return {};
   Fake f;
-  f.define = reinterpret_cast<decltype(f.define)>(dlsym(handle, "fakecuda_define"));
   f.fail = reinterpret_cast<decltype(f.fail)>(dlsym(handle, "fakecuda_fail"));
   f.fault = reinterpret_cast<decltype(f.fault)>(dlsym(handle, "fakecuda_fault"));
   f.set = reinterpret_cast<decltype(f.set)>(dlsym(handle, "fakecuda_set"));
@@ -96,29 +56,16 @@ Fake fake(const std::string& path) {
 }
 
 std::vector<std::byte> kernels_image() {
-  if (const char* cubin = std::getenv("RIG_CUDA_TEST_CUBIN")) {
-    std::ifstream in(cubin, std::ios::binary);
-    must(bool(in), std::string("cannot read RIG_CUDA_TEST_CUBIN=") + cubin);
-    std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::vector<std::byte> out(data.size());
-    std::memcpy(out.data(), data.data(), data.size());
-    return out;
-  }
-  Fake f = fake();
-  must(bool(f), "RIG_LIBCUDA is not the fake libcuda, and RIG_CUDA_TEST_CUBIN is unset");
-  f.define("add_u32", add_u32);
-  f.define("copy_u32", copy_u32);
-  f.define("write_u64", write_u64);
-  f.define("slow_store", slow_store);
-  f.define("empty", empty);
-  f.define("fault", fault);
-  return bytes(kFakeImage);
+  if (const char* cubin = std::getenv("RIG_CUDA_TEST_CUBIN")) return read_file(cubin, "RIG_CUDA_TEST_CUBIN");
+  return committed("kernels.sm_90.fatbin");
+}
+
+std::vector<std::byte> committed(std::string_view file) {
+  return read_file(std::string(RIG_CUDA_KERNELS) + "/" + std::string(file), "a committed kernel file");
 }
 
 std::vector<std::byte> bad_ptx() {
-  if (std::getenv("RIG_CUDA_TEST_CUBIN"))
-    return bytes(".version 7.0\n.target sm_50\n.address_size 64\n\n.visible .entry broken()\n{\n  garbage;\n}\n");
-  return bytes("fake-ptx\nerror: ptxas application ptx input, line 7; fatal: Parsing error near 'garbage'\n");
+  return bytes(".version 7.0\n.target sm_50\n.address_size 64\n\n.visible .entry broken()\n{\n  garbage;\n}\n");
 }
 
 std::span<const std::byte> host_kernels() {

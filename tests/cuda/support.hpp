@@ -3,7 +3,8 @@
 //
 // RIG_LIBCUDA names the library (meson sets it to the fake's path). On a GPU machine,
 // RIG_CUDA_TEST_CUBIN names a cubin of kernels.cu that nvcc built; otherwise the image is
-// the fake's text, whose kernels (kernels.cpp) run on the fake's stream threads.
+// the committed sm_90 fatbin of kernels.cu (kernels/, scripts/nv-kernels), whose PTX the
+// fake runs on its interpreter.
 #pragma once
 
 #include <rig/cuda_abi.hpp>
@@ -21,19 +22,20 @@ namespace rig::cuda::test {
 
 // The fake's controls, when RIG_LIBCUDA is the fake; all null otherwise.
 struct Fake {
-  void (*define)(const char*, fakecuda_kernel) = nullptr;
   void (*fail)(const char*, unsigned long long, int, unsigned long long) = nullptr;
   void (*fault)(int, int) = nullptr;
   void (*set)(const char*, long long) = nullptr;
   long long (*count)(const char*) = nullptr;
-  explicit operator bool() const { return define != nullptr; }
+  explicit operator bool() const { return fail != nullptr; }
 };
 // The controls of the library at `path` (RIG_LIBCUDA when empty), which this loads.
 Fake fake(const std::string& path = "");
 
-// The image of the tests' kernels: the cubin at RIG_CUDA_TEST_CUBIN, or the fake's text.
+// The image of the tests' kernels: the cubin at RIG_CUDA_TEST_CUBIN, or the committed fatbin.
 std::vector<std::byte> kernels_image();
-// An image CUDA's JIT rejects: PTX with a syntax error, or its fake equivalent.
+// A file of kernels/: kernels.cu as nvcc built it ("kernels.sm_90.cubin", ".ptx", ".fatbin").
+std::vector<std::byte> committed(std::string_view file);
+// An image CUDA's JIT rejects: PTX with a syntax error.
 std::vector<std::byte> bad_ptx();
 // The host device's image of host_kernels.c.
 std::span<const std::byte> host_kernels();

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 #include <unistd.h>
 
@@ -30,7 +31,6 @@ constexpr int CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_OUT_OF_MEMORY = 2, CUDA_E
 t::Fake fake() {
   auto f = t::fake();
   REQUIRE_MESSAGE(f, "RIG_LIBCUDA must be the fake libcuda");
-  t::kernels_image();  // defines the kernels
   return f;
 }
 
@@ -335,6 +335,86 @@ TEST_CASE("bytes that are no image are an Error, and the device stays usable") {
   CHECK(Image::load(d, t::kernels_image()).error().find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos);
   CHECK_FALSE(d.lost());
   CHECK(Image::load(d, t::kernels_image()));
+}
+
+// ---- Real kernels: the fake runs the PTX of what nvcc built (kernels/).
+
+TEST_CASE("a fatbin's and PTX text's functions take the parameters their PTX declares") {
+  fake();  // RIG_LIBCUDA is the fake
+  Device d = t::open_gpu(0);
+  for (const char* file : {"kernels.sm_90.fatbin", "kernels.sm_80.fatbin", "kernels.sm_90.ptx"}) {
+    CAPTURE(file);
+    auto bytes = t::committed(file);
+    if (std::string_view(file).ends_with(".ptx")) bytes.push_back(std::byte{0});  // CUDA reads PTX to its NUL
+    auto image = Image::load(d, bytes);
+    REQUIRE_MESSAGE(image, image.error());
+    auto add = image->resolve("add_u32");
+    REQUIRE(add);
+    CHECK(add->params() == std::optional<std::size_t>(20));  // u32*, u64, u32: 8 + 8 + 4
+    auto write = image->resolve("write_u64");
+    REQUIRE(write);
+    CHECK(write->params() == std::optional<std::size_t>(16));
+    CHECK_FALSE(image->resolve("nope"));
+  }
+}
+
+TEST_CASE("a fatbin's function gives the launch bounds and static shared memory nvcc recorded") {
+  fake();  // RIG_LIBCUDA is the fake
+  close_gpus();
+  std::ifstream in(std::string(RIG_NV_KERNELS) + "/reduce.sm_90.fatbin", std::ios::binary);
+  REQUIRE(in);
+  const std::vector<char> chars{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::vector<std::byte> fatbin(chars.size());
+  std::memcpy(fatbin.data(), chars.data(), chars.size());
+  Direct g(0);
+  auto image = g.driver->image(fatbin);
+  REQUIRE(image);
+  auto id = std::get<edge::Loaded>(*image).image;
+  auto entry = std::get<edge::Entry>(g.driver->entry(id, "reduce_sum"));
+  CHECK(entry.threads == std::optional<std::size_t>(256));  // __launch_bounds__(256)
+  CHECK(entry.params == std::optional<std::size_t>(20));
+  g.driver->unload(id);
+  auto plain = std::get<edge::Loaded>(*g.driver->image(t::kernels_image())).image;
+  CHECK(std::get<edge::Entry>(g.driver->entry(plain, "add_u32")).threads == std::optional<std::size_t>(1024));
+  g.driver->unload(plain);
+}
+
+TEST_CASE("a cubin alone is refused with CUDA_ERROR_NO_BINARY_FOR_GPU: the fake runs no SASS") {
+  fake();  // RIG_LIBCUDA is the fake
+  Device d = t::open_gpu(0);
+  auto bad = Image::load(d, t::committed("kernels.sm_90.cubin"));
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().find("CUDA_ERROR_NO_BINARY_FOR_GPU") != std::string::npos);
+  CHECK(bad.error().find("JIT log: a cubin holds SASS only, and the fake libcuda runs only PTX") != std::string::npos);
+  CHECK_FALSE(d.lost());
+}
+
+TEST_CASE("a trap in a kernel fails the context with CUDA_ERROR_LAUNCH_FAILED") {
+  fake();  // RIG_LIBCUDA is the fake
+  Device d = t::open_gpu(0);
+  auto trap = t::kernel(d, "trap");
+  Submission::Part part{"", {}, Submission::Launch{trap, 0, {}}};
+  auto s = Submission::make(d, std::span(&part, 1), 0, 0);
+  Run run;
+  CHECK_THROWS_AS(submit(s, run, {}, {}).wait(), Lost);
+  REQUIRE(d.lost());
+  CHECK(d.lost()->find("CUDA_ERROR_LAUNCH_FAILED") != std::string::npos);
+}
+
+TEST_CASE("a kernel writing memory CUDA does not know fails the context with CUDA_ERROR_ILLEGAL_ADDRESS") {
+  fake();  // RIG_LIBCUDA is the fake
+  Device d = t::open_gpu(0);
+  auto write = t::kernel(d, "write_u64");
+  Submission::Part part{"", {}, Submission::Launch{write, 16, {}}};
+  auto s = Submission::make(d, std::span(&part, 1), 0, 0);
+  Run run;
+  std::uint64_t host_word = 0;  // host memory neither pinned nor registered
+  run.set(s.block(0), 0, std::uint64_t(reinterpret_cast<std::uintptr_t>(&host_word)));
+  run.set(s.block(0), 8, std::uint64_t(42));
+  CHECK_THROWS_AS(submit(s, run, {}, {}).wait(), Lost);
+  REQUIRE(d.lost());
+  CHECK(d.lost()->find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos);
+  CHECK(host_word == 0);
 }
 
 TEST_CASE("Mapped memory on a GPU whose memory the host reads directly has one address for both") {

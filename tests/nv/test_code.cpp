@@ -60,6 +60,40 @@ void put(std::vector<std::byte>& b, std::size_t at, T v) {
   std::memcpy(b.data() + at, &v, sizeof v);
 }
 
+// A copy of `cubin` whose (empty) section `rela` holds one RELA entry of `type` at `offset`
+// of the section it patches, appended at the end of the file.
+std::vector<std::byte> with_relocation(std::vector<std::byte> cubin, const std::string& rela, std::uint64_t offset,
+                                       std::uint32_t type) {
+  const auto get64 = [&](std::size_t at) {
+    std::uint64_t v;
+    std::memcpy(&v, cubin.data() + at, 8);
+    return v;
+  };
+  const auto get32 = [&](std::size_t at) {
+    std::uint32_t v;
+    std::memcpy(&v, cubin.data() + at, 4);
+    return v;
+  };
+  std::uint16_t shnum, shstrndx;
+  std::memcpy(&shnum, cubin.data() + 60, 2);
+  std::memcpy(&shstrndx, cubin.data() + 62, 2);
+  const std::uint64_t shoff = get64(40), strtab = get64(shoff + 64 * shstrndx + 24);
+  for (std::size_t i = 0; i < shnum; ++i) {
+    const std::size_t header = shoff + 64 * i;
+    if (reinterpret_cast<const char*>(cubin.data()) + strtab + get32(header) != rela) continue;
+    const std::size_t at = cubin.size();
+    cubin.resize(at + 24);
+    put<std::uint64_t>(cubin, at, offset);
+    put<std::uint64_t>(cubin, at + 8, type);  // symbol 0
+    put<std::int64_t>(cubin, at + 16, 0);
+    put<std::uint64_t>(cubin, header + 24, at);
+    put<std::uint64_t>(cubin, header + 32, 24);
+    return cubin;
+  }
+  FAIL("no section " << rela);
+  return {};
+}
+
 const cb::Kernel_info& kernel(const cb::Cubin& c, const std::string& name) {
   const auto it = std::find_if(c.kernels.begin(), c.kernels.end(), [&](const auto& k) { return k.name == name; });
   REQUIRE_MESSAGE(it != c.kernels.end(), "no kernel " << name);
@@ -331,6 +365,45 @@ TEST_CASE("find refuses an address where nothing is mapped, or whose bytes are n
   r = code.find(0x10000, memory);
   REQUIRE_FALSE(r);
   CHECK(r.error().find("no registered kernel's SASS") != std::string::npos);
+}
+
+TEST_CASE("find leaves out of the comparison the instruction a relocation in .text fills") {
+  // nvcc fills no .text relocation in whole-program cubins: one is added to the empty
+  // .rela.text.reduce_sum, an R_CUDA_ABS32_LO_32 (0x38) into the instruction at 0x40.
+  const auto cubin = with_relocation(read_bytes("reduce.sm_90.cubin"), ".rela.text.reduce_sum", 0x44, 0x38);
+  const auto c = cb::read_cubin(cubin);
+  REQUIRE_MESSAGE(c, c.error());
+  REQUIRE(kernel(*c, "reduce_sum").text_relocs.size() == 1);
+  CHECK(kernel(*c, "reduce_sum").text_relocs[0].type == 0x38);
+  nv::Code code;
+  REQUIRE(code.add(cubin, read_text("reduce.sm_90.ptx"), "reduce"));
+  Memory memory;
+  auto text = kernel(*c, "reduce_sum").text;
+  for (std::size_t i = 0x40; i < 0x50; ++i) text[i] = std::byte{0xa5};  // what a loader filled in
+  memory.put_bytes(0x10000, text);
+  auto found = code.find(0x10000, memory);
+  REQUIRE_MESSAGE(found, found.error());
+  CHECK((*found)->name == "reduce_sum");
+  text[0x50] ^= std::byte{0x10};  // the next instruction is compared
+  memory.put_bytes(0x10000, text);
+  CHECK_FALSE(code.find(0x10000, memory));
+  // In the first bytes, which the index hashes, too.
+  text = kernel(*c, "reduce_sum").text;
+  const auto early = with_relocation(read_bytes("reduce.sm_90.cubin"), ".rela.text.reduce_sum", 0x10, 0x38);
+  nv::Code other;
+  REQUIRE(other.add(early, read_text("reduce.sm_90.ptx"), "reduce"));
+  text[0x18] ^= std::byte{0xff};
+  memory.put_bytes(0x10000, text);
+  CHECK(other.find(0x10000, memory));
+  CHECK_FALSE(code.find(0x10000, memory));
+}
+
+TEST_CASE("a relocation past its section's bytes is refused naming the section") {
+  const auto cubin = with_relocation(read_bytes("reduce.sm_90.cubin"), ".rela.text.reduce_sum", 0x100000, 0x38);
+  const auto r = cb::read_cubin(cubin, "far.cubin");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().find("far.cubin: ") == 0);
+  CHECK(r.error().find(".text.reduce_sum at 0x100000 lies past its") != std::string::npos);
 }
 
 TEST_CASE("run runs the kernel's PTX over the grid on the engine's memory") {

@@ -12,19 +12,22 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cuda_api.hpp"
+#include "cubin.hpp"
+#include "ptx.hpp"
 
 using namespace rig::cuda::api;
 
@@ -45,9 +48,19 @@ struct CUfunc_st {
   int max_threads = 1024, static_shared = 0, max_dynamic_shared = 0;
 };
 
+// A module (PTX text, or a fatbin's PTX entry) runs on the PTX interpreter; its module
+// variables live in storage of its own, which its kernels' memory maps too.
+struct Module_variable {
+  std::unique_ptr<std::byte[]> storage;
+  std::uintptr_t address = 0;  // aligned, inside storage
+  std::size_t size = 0;
+};
+
 struct CUmod_st {
   CUctx_st* ctx = nullptr;
   std::deque<CUfunc_st> functions;
+  std::optional<rig::ptx::Module> ptx;
+  std::vector<Module_variable> variables;
 };
 
 struct CUevent_st {
@@ -147,7 +160,6 @@ struct State {
   std::set<CUfunc_st*> functions;
   std::set<CUgraph_st*> graphs;
   std::set<CUgraphExec_st*> execs;
-  std::map<std::string, fakecuda_kernel, std::less<>> kernels;
   std::map<std::string, Plan, std::less<>> plans;
   std::map<std::string, long long, std::less<>> calls;
   long long resets = 0, launches = 0, graph_launches = 0, peer_enables = 0;
@@ -256,23 +268,57 @@ void fail_context(CUctx_st* ctx, CUresult r) {
   ctx->sticky.compare_exchange_strong(none, r);
 }
 
+// What a real kernel reaches: memory CUDA knows (as reachable() allows: another GPU's
+// memory only with peer access) and its module's variables. Device addresses are host
+// addresses.
+struct Kernel_memory : rig::ptx::Memory {
+  CUctx_st* ctx;
+  const CUmod_st* module;
+  Kernel_memory(CUctx_st* c, const CUmod_st* m) : ctx(c), module(m) {}
+  std::optional<rig::ptx::Mapping> map(std::uint64_t address, std::uint64_t size, bool) override {
+    for (const auto& v : module->variables)
+      if (address >= v.address && address - v.address <= v.size && size <= v.size - (address - v.address))
+        return rig::ptx::Mapping{v.address, v.size, reinterpret_cast<std::byte*>(v.address)};
+    auto& s = S();
+    std::lock_guard l(s.m);
+    std::uintptr_t start = 0;
+    const Block* b = find(address, size, &start);
+    if (!b || (b->kind == Block::Device && b->ctx != ctx && !ctx->peers.count(b->ctx->ordinal))) return std::nullopt;
+    return rig::ptx::Mapping{start, b->bytes, reinterpret_cast<std::byte*>(start)};
+  }
+};
+
+// The CUresult a GPU gives for the interpreter's fault: an address outside what the kernel
+// may reach is CUDA_ERROR_ILLEGAL_ADDRESS; a trap and everything else is
+// CUDA_ERROR_LAUNCH_FAILED ("unspecified launch failure").
+CUresult fault_result(const std::string& why) {
+  for (const char* address : {"page fault at", "misaligned address", "memory access at"})
+    if (why.find(address) != std::string::npos) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  return CUDA_ERROR_LAUNCH_FAILED;
+}
+
+void run_ptx(CUstream s, const Launch& l) {
+  const CUmod_st& m = *l.func->module;
+  rig::ptx::Launch launch;
+  launch.grid = {l.grid[0], l.grid[1], l.grid[2]};
+  launch.block = {l.block[0], l.block[1], l.block[2]};
+  launch.dynamic_shared = l.shared;
+  launch.params = l.params;
+  Kernel_memory memory(s->ctx, &m);
+  const auto r = m.ptx->run(l.func->name, launch, memory);
+  if (!r) {
+    std::fprintf(stderr, "fake libcuda: GPU %d: %s\n", s->ctx->ordinal, r.error().c_str());
+    fail_context(s->ctx, fault_result(r.error()));
+  }
+}
+
 void run_kernel(CUstream s, const Launch& l) {
-  fakecuda_kernel k = nullptr;
   {
     auto& st = S();
     std::lock_guard g(st.m);
-    auto it = st.kernels.find(l.func->name);
-    if (it != st.kernels.end()) k = it->second;
     ++st.launches;
   }
-  if (!k) return fail_context(s->ctx, CUDA_ERROR_LAUNCH_FAILED);
-  fakecuda_launch launch{{l.grid[0], l.grid[1], l.grid[2]},
-                         {l.block[0], l.block[1], l.block[2]},
-                         l.shared,
-                         l.params.data(),
-                         l.params.size(),
-                         s->ctx->ordinal};
-  if (int r = k(&launch)) fail_context(s->ctx, r);
+  run_ptx(s, l);
 }
 
 // Whether the stream's work is dropped: its context failed or was reset.
@@ -448,43 +494,117 @@ CUresult check_dims(const CUfunc_st* f, const unsigned grid[3], const unsigned b
   return CUDA_SUCCESS;
 }
 
-// ---- Modules: the text of fake_libcuda.h.
+// ---- Modules: real PTX and fatbins.
 
-CUresult parse_module(const char* text, CUmod_st& m, std::string& log) {
-  std::string image(text);
-  bool ptx = image.rfind("fake-ptx\n", 0) == 0;
-  if (!ptx && image.rfind("fake-cubin\n", 0) != 0) return CUDA_ERROR_INVALID_IMAGE;
-  std::istringstream lines(image.substr(image.find('\n') + 1));
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.empty()) continue;
-    if (line.rfind("error:", 0) == 0) {
-      log = line.substr(6);
-      while (!log.empty() && log.front() == ' ') log.erase(log.begin());
-      return ptx ? CUDA_ERROR_INVALID_PTX : CUDA_ERROR_INVALID_IMAGE;
+// Loads PTX text into `m`: its kernels become functions with the PTX's parameters and
+// static shared memory, its .global/.const variables get storage with their initial bytes.
+CUresult load_ptx(std::string_view text, CUmod_st& m, std::string& log) {
+  while (!text.empty() && text.back() == '\0') text.remove_suffix(1);
+  auto module = rig::ptx::Module::load(text, "ptx");
+  if (!module) {
+    log = module.error();
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  for (const auto& v : module->variables()) {
+    Module_variable mv;
+    const std::size_t align = std::max<std::size_t>(v.align, 1);
+    if (v.size > (std::size_t(1) << 32)) {
+      log = "variable " + v.name + " is larger than 4 GiB";
+      return CUDA_ERROR_INVALID_PTX;
     }
-    std::istringstream words(line);
+    mv.size = v.size;
+    mv.storage = std::make_unique<std::byte[]>(v.size + align);  // zeroed
+    mv.address = (reinterpret_cast<std::uintptr_t>(mv.storage.get()) + align - 1) / align * align;
+    std::memcpy(reinterpret_cast<void*>(mv.address), v.init.data(), std::min<std::size_t>(v.init.size(), v.size));
+    module->place(v.name, mv.address);
+    m.variables.push_back(std::move(mv));
+  }
+  for (const auto& name : module->kernels()) {
     CUfunc_st f;
     f.module = &m;
-    words >> f.name;
-    std::string w;
-    while (words >> w) {
-      if (w.rfind("threads=", 0) == 0) f.max_threads = std::atoi(w.c_str() + 8);
-      else if (w.rfind("shared=", 0) == 0) f.static_shared = std::atoi(w.c_str() + 7);
-      else {
-        std::size_t size = std::strtoul(w.c_str(), nullptr, 10);
-        if (size == 0) return CUDA_ERROR_INVALID_IMAGE;
-        std::size_t align = std::min<std::size_t>(size, 8);
-        f.param_bytes = (f.param_bytes + align - 1) / align * align;
-        f.offsets.push_back(f.param_bytes);
-        f.sizes.push_back(size);
-        f.param_bytes += size;
-      }
+    f.name = name;
+    const auto params = module->params(name);
+    for (const auto& p : *params) {
+      f.offsets.push_back(p.offset);
+      f.sizes.push_back(p.size);
     }
-    f.max_dynamic_shared = int(48 * 1024) - f.static_shared;
+    f.param_bytes = *module->params_size(name);
+    f.static_shared = int(*module->shared_size(name));
+    f.max_dynamic_shared = std::max(0, int(48 * 1024) - f.static_shared);
     m.functions.push_back(std::move(f));
   }
+  m.ptx = std::move(*module);
   return CUDA_SUCCESS;
+}
+
+// Loads an image as CUDA would take it: a fatbin (its newest PTX entry for compute_90 or
+// older, since the fake runs PTX, not SASS) or PTX text. A cubin, or a
+// fatbin without PTX, has no code the fake can run: CUDA_ERROR_NO_BINARY_FOR_GPU.
+CUresult load_module(const void* image, CUmod_st& m, std::string& log) {
+  const auto* bytes = static_cast<const std::byte*>(image);
+  const char* text = static_cast<const char*>(image);
+  std::uint32_t magic = 0;
+  if (::strnlen(text, 4) == 4) std::memcpy(&magic, image, 4);  // neither magic holds a NUL
+  if (magic == rig::sim::nv::cubin::kFatbinMagic) {
+    std::uint64_t size;
+    std::memcpy(&size, bytes + 8, 8);
+    if (size > rig::sim::nv::cubin::kMaxPayload) {
+      log = "the fatbin claims " + std::to_string(size) + " bytes";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    const auto entries = rig::sim::nv::cubin::read_fatbin({bytes, rig::sim::nv::cubin::kFatbinHeaderSize + size});
+    if (!entries) {
+      log = entries.error();
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    const rig::sim::nv::cubin::Fatbin_entry* ptx = nullptr;
+    for (const auto& e : *entries)
+      if (e.kind == rig::sim::nv::cubin::Entry_kind::ptx && e.sm <= 90 && (!ptx || e.sm > ptx->sm)) ptx = &e;
+    if (!ptx) {
+      log = "the fatbin has no PTX for compute_90 or older, and the fake libcuda runs only PTX";
+      return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    if (CUresult r = load_ptx({reinterpret_cast<const char*>(ptx->payload.data()), ptx->payload.size()}, m, log))
+      return r;
+    // The launch bounds nvcc recorded (MAX_THREADS) are in the sm_90 cubin beside the PTX.
+    for (const auto& e : *entries) {
+      if (e.kind != rig::sim::nv::cubin::Entry_kind::elf || e.sm != 90) continue;
+      const auto cubin = rig::sim::nv::cubin::read_cubin(e.payload);
+      if (!cubin) {
+        log = cubin.error();
+        return CUDA_ERROR_INVALID_IMAGE;
+      }
+      for (const auto& k : cubin->kernels)
+        for (auto& f : m.functions)
+          if (f.name == k.name && k.max_threads) f.max_threads = int(std::min<std::uint32_t>(k.max_threads, 1024));
+    }
+    return CUDA_SUCCESS;
+  }
+  if (std::memcmp(&magic, "\x7f" "ELF", 4) == 0) {
+    // A cubin's extent, as CUDA finds it: from its header (a 64-bit ELF's is 64 bytes) to
+    // the end of its section headers, which nvcc writes last.
+    if (text[4] != 2 || text[5] != 1) {
+      log = "not a 64-bit little-endian ELF";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    std::uint64_t shoff;
+    std::uint16_t shentsize, shnum;
+    std::memcpy(&shoff, bytes + 40, 8);
+    std::memcpy(&shentsize, bytes + 58, 2);
+    std::memcpy(&shnum, bytes + 60, 2);
+    const std::uint64_t size = std::max<std::uint64_t>(64, shoff + std::uint64_t(shentsize) * shnum);
+    if (shoff > rig::sim::nv::cubin::kMaxPayload || size > rig::sim::nv::cubin::kMaxPayload) {
+      log = "the ELF's section headers lie past " + std::to_string(rig::sim::nv::cubin::kMaxPayload) + " bytes";
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    if (const auto cubin = rig::sim::nv::cubin::read_cubin({bytes, size}); !cubin) {
+      log = cubin.error();
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    log = "a cubin holds SASS only, and the fake libcuda runs only PTX: load a fatbin with PTX, or the PTX";
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  }
+  return load_ptx(text, m, log);
 }
 
 // ---- Destruction of a context's objects (cuDevicePrimaryCtxReset).
@@ -556,7 +676,8 @@ EXPORT CUresult cuGetErrorName(CUresult r, const char** name) {
   static const std::map<CUresult, const char*> names = {
       {0, "CUDA_SUCCESS"}, {1, "CUDA_ERROR_INVALID_VALUE"}, {2, "CUDA_ERROR_OUT_OF_MEMORY"},
       {3, "CUDA_ERROR_NOT_INITIALIZED"}, {100, "CUDA_ERROR_NO_DEVICE"}, {101, "CUDA_ERROR_INVALID_DEVICE"},
-      {200, "CUDA_ERROR_INVALID_IMAGE"}, {201, "CUDA_ERROR_INVALID_CONTEXT"}, {218, "CUDA_ERROR_INVALID_PTX"},
+      {200, "CUDA_ERROR_INVALID_IMAGE"}, {201, "CUDA_ERROR_INVALID_CONTEXT"}, {209, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
+      {218, "CUDA_ERROR_INVALID_PTX"},
       {400, "CUDA_ERROR_INVALID_HANDLE"}, {500, "CUDA_ERROR_NOT_FOUND"}, {600, "CUDA_ERROR_NOT_READY"},
       {700, "CUDA_ERROR_ILLEGAL_ADDRESS"}, {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"},
       {711, "CUDA_ERROR_TOO_MANY_PEERS"}, {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
@@ -573,6 +694,7 @@ EXPORT CUresult cuGetErrorString(CUresult r, const char** text) {
       {0, "no error"}, {1, "invalid argument"}, {2, "out of memory"}, {3, "initialization error"},
       {100, "no CUDA-capable device is detected"}, {101, "invalid device ordinal"},
       {200, "device kernel image is invalid"}, {201, "invalid device context"},
+      {209, "no kernel image is available for execution on the device"},
       {218, "a PTX JIT compilation failed"}, {400, "invalid resource handle"}, {500, "named symbol not found"},
       {600, "device not ready"}, {700, "an illegal memory access was encountered"},
       {704, "peer access is already enabled"}, {711, "peer mapping resources exhausted"},
@@ -1131,7 +1253,7 @@ EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned
   auto m = std::make_unique<CUmod_st>();
   m->ctx = ctx;
   std::string log;
-  CUresult r = parse_module(static_cast<const char*>(image), *m, log);
+  CUresult r = load_module(image, *m, log);
   // The JIT's error log, as CU_JIT_ERROR_LOG_BUFFER asks: NUL-terminated, its size written
   // back in place of the buffer's size.
   char* buffer = nullptr;
@@ -1410,12 +1532,6 @@ EXPORT CUresult cuGetProcAddress(const char* symbol, void** fn, int version, cuu
 }
 
 // ---- The test's controls.
-
-EXPORT void fakecuda_define(const char* name, fakecuda_kernel kernel) {
-  auto& s = S();
-  std::lock_guard l(s.m);
-  s.kernels[name] = kernel;
-}
 
 EXPORT void fakecuda_fail(const char* function, unsigned long long nth, int result, unsigned long long times) {
   auto& s = S();

@@ -14,15 +14,16 @@
  *   that reaches another GPU's memory needs peer access.
  * - Streams run their work in order on a thread each, asynchronously; events complete when
  *   their stream reaches them and carry the host time then (cuEventElapsedTime).
- * - Modules are text: "fake-cubin\n" (or "fake-ptx\n") and then one line per kernel,
- *   "NAME SIZE SIZE … [threads=N] [shared=N]": its parameters' sizes (each aligned to its
- *   size, up to 8), its most threads per block (default 1024) and its static shared memory.
- *   A line "error: TEXT" in fake PTX fails the load with CUDA_ERROR_INVALID_PTX and TEXT in
- *   the JIT's error log; other bytes are CUDA_ERROR_INVALID_IMAGE. A launch runs the kernel
- *   defined under the function's name (fakecuda_define) once, on the stream's thread; a
- *   kernel that returns non-zero fails the context with that CUresult (sticky), as a fault
- *   of the GPU would, and a launch of a name with no kernel fails it with
- *   CUDA_ERROR_LAUNCH_FAILED.
+ * - Modules are real PTX text, or fatbins as nvcc writes them (their newest PTX entry for
+ *   compute_90 or older is loaded; zstd-compressed entries are decompressed). Their kernels
+ *   run on the PTX interpreter (tests/sim/ptx) on the stream's thread, reaching only memory
+ *   CUDA knows and the module's own variables: a kernel touching any other address, or a
+ *   misaligned one, fails the context with CUDA_ERROR_ILLEGAL_ADDRESS; a trap or any other
+ *   fault with CUDA_ERROR_LAUNCH_FAILED (the interpreter's reason goes to stderr). PTX the
+ *   interpreter refuses is CUDA_ERROR_INVALID_PTX with its reason in the JIT's error log; a
+ *   cubin, or a fatbin without PTX, is CUDA_ERROR_NO_BINARY_FOR_GPU (the fake runs no SASS).
+ *   cuFuncGetAttribute and cuFuncGetParamInfo answer from the PTX, and a fatbin's sm_90
+ *   cubin gives its kernels' launch bounds (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK).
  * - A failed context returns its error from every call on it until cuDevicePrimaryCtxReset,
  *   which destroys everything the context held.
  * - Graphs of kernel nodes: made, instantiated, updated (cuGraphExecKernelNodeSetParams_v2)
@@ -34,27 +35,9 @@
 #ifndef FAKE_LIBCUDA_H
 #define FAKE_LIBCUDA_H
 
-#include <stddef.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* A launch as a kernel sees it: its grid, block, dynamic shared bytes, parameter bytes (laid
- * out as the kernel reads them) and the GPU's ordinal. */
-struct fakecuda_launch {
-  unsigned grid[3], block[3], shared;
-  const void *params;
-  size_t param_bytes;
-  int device;
-};
-
-/* A kernel: runs the whole grid of one launch. Returns 0, or a CUresult that fails the
- * context. */
-typedef int (*fakecuda_kernel)(const struct fakecuda_launch *launch);
-
-/* Defines (or redefines) what launches of functions named `name` run. */
-void fakecuda_define(const char *name, fakecuda_kernel kernel);
 
 /* From the nth call on (1-based, counted from now), `times` calls of the exported function
  * `function` (its base name, such as "cuMemAlloc") return `result` and do nothing else.

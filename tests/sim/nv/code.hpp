@@ -51,6 +51,8 @@ struct Placement {
   std::uint64_t address = 0;
 };
 
+// Kernels are registered (add, add_fatbin) before engines use the Code: find and run may be
+// called from any engine thread at once, but not while an add runs.
 class Code {
  public:
   Code();
