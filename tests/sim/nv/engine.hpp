@@ -26,7 +26,9 @@ class Engine {
   // The channel's work-submit token was written to the usermode page's doorbell.
   void doorbell();
   // While held, the engine takes no new GP entry and sleeps; hold(true) returns once the
-  // entry it was in is done.
+  // entry it was in is done, or, when it waits on a semaphore acquire, once it has set that
+  // wait aside: after hold(false) it takes the acquire up again, with the methods of the
+  // entry before it not run twice (as a preempted PBDMA resumes where it was).
   void hold(bool held);
 
   // The channel stopped on an error (and runs nothing more until destroyed).
