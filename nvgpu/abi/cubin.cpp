@@ -122,6 +122,7 @@ struct Reader {
       for (std::size_t at = 0; at < b.size(); at += entry) {
         Cubin_relocation r;
         r.section = s.info;
+        r.table = i;
         r.rela = rela;
         r.offset = load<std::uint64_t>(b, at);
         const auto info = load<std::uint64_t>(b, at + 8);

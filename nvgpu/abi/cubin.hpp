@@ -79,6 +79,7 @@ struct Cubin_symbol {
 
 struct Cubin_relocation {
   std::uint32_t section = 0;  // the section it patches (sh_info of its .rel/.rela section)
+  std::uint32_t table = 0;    // the .rel/.rela section it is read from
   std::uint64_t offset = 0;
   std::uint32_t type = 0;
   std::uint32_t symbol = 0;
