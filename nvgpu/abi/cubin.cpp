@@ -444,8 +444,13 @@ std::expected<std::vector<Fatbin_entry>, std::string> read_fatbin(std::span<cons
       if (flags & fatbin::FLAG_COMPRESSED_ZSTD) {
         if (compressed > payload)
           return fail(fmt::format("the entry at {:#x} claims {} compressed bytes in a {}-byte payload", e, compressed, payload));
-        if (plain > (std::uint64_t{1} << 30))
-          return fail(fmt::format("the entry at {:#x} claims {:#x} bytes uncompressed", e, plain));
+        // The zstd frame states its own size: it must be the entry's, checked before any allocation.
+        const auto frame = ZSTD_getFrameContentSize(bytes.data(), compressed);
+        if (frame != plain || plain > fatbin::MAX_UNCOMPRESSED)
+          return fail(fmt::format("the entry at {:#x} claims {:#x} bytes uncompressed, its zstd frame {}", e, plain,
+                                  frame == ZSTD_CONTENTSIZE_ERROR     ? std::string("is not a zstd frame")
+                                  : frame == ZSTD_CONTENTSIZE_UNKNOWN ? std::string("does not say")
+                                                                      : fmt::format("{:#x}", frame)));
         f.was_compressed = true;
         f.payload.resize(plain);
         const std::size_t got = ZSTD_decompress(f.payload.data(), f.payload.size(), bytes.data(), compressed);

@@ -157,6 +157,7 @@ inline constexpr std::uint16_t KIND_PTX = 1, KIND_ELF = 2;
 inline constexpr std::size_t HEADER_SIZE = 16, ENTRY_HEADER_MIN = 64;
 inline constexpr std::uint64_t FLAG_COMPRESSED_ZSTD = 0x8000;  // set on nvcc 13's compressed entries
 inline constexpr std::uint64_t FLAG_COMPRESSED_LZ4 = 0x2000;   // older nvcc's compression
+inline constexpr std::uint64_t MAX_UNCOMPRESSED = 256ull << 20;  // rig's limit on one entry
 }  // namespace fatbin
 
 struct Fatbin_entry {
@@ -168,7 +169,7 @@ struct Fatbin_entry {
 
 // Every entry of the fatbin `bytes`. Errors name `name` and the reason: a bad magic, a header or
 // entry past the end, an entry kind that is neither PTX nor ELF, an LZ4-compressed entry, a zstd
-// payload that does not decompress to its stated size.
+// frame whose size is not the entry's (or over 256 MiB), a payload that does not decompress.
 std::expected<std::vector<Fatbin_entry>, std::string> read_fatbin(std::span<const std::byte> bytes,
                                                                   std::string_view name);
 

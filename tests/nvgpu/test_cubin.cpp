@@ -278,6 +278,9 @@ TEST_CASE("a bad fatbin is refused: magic, truncation, entry kind, compression")
   auto lz4 = bytes;
   lz4[ptx + 41] |= std::byte{0x20};  // flags bit 0x2000
   CHECK(read_fatbin(lz4, "l").error().find("LZ4") != std::string::npos);
+  auto claims = bytes;
+  claims[ptx + 58] = std::byte{0x10};  // uncompressed size 1 MiB + the frame's
+  CHECK(read_fatbin(claims, "c").error().find("its zstd frame 0x337") != std::string::npos);
   auto broken = bytes;
   broken[ptx + 80 + 10] ^= std::byte{0xff};
   CHECK(read_fatbin(broken, "z").error().find("does not decompress") != std::string::npos);
