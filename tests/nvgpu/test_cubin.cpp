@@ -159,6 +159,60 @@ TEST_CASE("relocations write S + A into the image, REL taking A from the field")
   }
 }
 
+TEST_CASE("the ABS32 and ABS47 relocations write their bits of S + A and leave the others") {
+  // The first relocation of globals.sm_90 (R_CUDA_64 at offset 0 of .nv.constant4) retyped.
+  const auto base = kernel_file("globals.sm_90.cubin");
+  const auto g = cubin("globals.sm_90");
+  const auto table = *g.section_index(".rela.nv.constant4");
+  struct Case {
+    std::uint32_t type;
+    std::uint64_t expect;  // the 8 bytes at offset 0 after relocation, from all-ones
+  };
+  const std::uint64_t s = 0x1234'5678'9abc'0000;  // the section address; `launched` is at + 0
+  const Case cases[] = {
+      {r_cuda::R_CUDA_ABS32_LO_32, (s << 32) | 0xffff'ffffu},
+      {r_cuda::R_CUDA_ABS32_HI_32, (s & 0xffff'ffff'0000'0000u) | 0xffff'ffffu},
+      {r_cuda::R_CUDA_ABS47_34, ((s & ((1ull << 47) - 1)) << 34) | ((1ull << 34) - 1)},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.type);
+    auto bytes = base;
+    bytes[g.sections[table].offset + 8] = std::byte(c.type);
+    auto patched = read_cubin(bytes, "patched");
+    REQUIRE(patched);
+    const auto bank4 = *patched->section_index(".nv.constant4");
+    std::vector<std::byte> image(patched->sections[bank4].size, std::byte{0xff});
+    std::vector<std::uint64_t> at(patched->sections.size(), 0);
+    at[*patched->global] = s;
+    const auto r = relocate(*patched, bank4, image, at);
+    if (c.type == r_cuda::R_CUDA_ABS47_34) {
+      // .nv.constant4 has 8 bytes, the field needs 11: refused, not written past the image.
+      REQUIRE(!r);
+      CHECK(r.error().find("its 11-byte field runs past the section's 8 bytes") != std::string::npos);
+      // Pointed at the 20-byte .nv.constant3 instead (the table's sh_info), it writes bits 80:34.
+      std::uint64_t shoff;
+      std::memcpy(&shoff, bytes.data() + 40, 8);
+      const auto bank3 = *g.section_index(".nv.constant3");
+      const auto info = static_cast<std::uint32_t>(bank3);
+      std::memcpy(bytes.data() + shoff + 64 * table + 44, &info, 4);
+      auto moved = read_cubin(bytes, "moved");
+      REQUIRE(moved);
+      std::vector<std::byte> wide(moved->sections[bank3].size, std::byte{0xff});
+      REQUIRE(relocate(*moved, bank3, wide, at));
+      std::uint64_t low, high = 0;
+      std::memcpy(&low, wide.data(), 8);
+      std::memcpy(&high, wide.data() + 8, 3);
+      CHECK(low == c.expect);
+      CHECK(high == ((((s & ((1ull << 47) - 1)) >> 30) & 0x1ffff) | 0xfe0000));  // bits 80:64, then ones
+      continue;
+    }
+    REQUIRE_MESSAGE(r, r.error());
+    std::uint64_t got;
+    std::memcpy(&got, image.data(), 8);
+    CHECK(got == c.expect);
+  }
+}
+
 TEST_CASE("an unsupported relocation type is refused by its number") {
   auto bytes = kernel_file("globals.sm_90.cubin");
   auto g = cubin("globals.sm_90");
