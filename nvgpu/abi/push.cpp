@@ -89,7 +89,8 @@ Push& Push::immediate(std::uint32_t subchannel, std::uint32_t method, std::uint3
 Push& Push::data(std::uint32_t word) {
   if (!open_) refuse("a data word with no method header open");
   if (count_ == dma::MAX_COUNT) refuse(fmt::format("method {:#x}: more than {} data words", method_, dma::MAX_COUNT));
-  if (sec_op_ == dma::SEC_OP_INC_METHOD && method_ + 4 * count_ > dma::MAX_METHOD)
+  const std::uint32_t step = sec_op_ == dma::SEC_OP_INC_METHOD ? count_ : sec_op_ == dma::SEC_OP_ONE_INC ? (count_ ? 1 : 0) : 0;
+  if (method_ + 4 * step > dma::MAX_METHOD)
     refuse(fmt::format("method {:#x}: data word {} would go past method {:#x}", method_, count_, dma::MAX_METHOD));
   put(word);
   ++count_;
@@ -214,6 +215,22 @@ void copy_semaphore_release(Push& p, std::uint32_t subchannel, std::uint32_t cop
   p.inc(subchannel, copy::LAUNCH_DMA)
       .data(copy::LAUNCH_DMA_FLUSH_ENABLE | (type << copy::LAUNCH_DMA_SEMAPHORE_TYPE_SHIFT) |
             (hopper ? copy::LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE_TWO_WORD : 0));
+}
+
+void set_memory_windows(Push& p, std::uint32_t subchannel, std::uint64_t shared_window, std::uint64_t local_window) {
+  for (const auto w : {shared_window, local_window})
+    if (w >= (1ull << 49)) refuse(fmt::format("memory window {:#x} does not fit 49 bits (upper 16:0)", w));
+  p.inc(subchannel, compute::SET_SHADER_SHARED_MEMORY_WINDOW_A).data(hi32(shared_window)).data(lo32(shared_window));
+  p.inc(subchannel, compute::SET_SHADER_LOCAL_MEMORY_WINDOW_A).data(hi32(local_window)).data(lo32(local_window));
+}
+
+void set_local_memory(Push& p, std::uint32_t subchannel, std::uint64_t address, std::uint64_t bytes,
+                      std::uint32_t max_sm_count) {
+  if (address >= (1ull << 57)) refuse(fmt::format("local memory at {:#x} does not fit 57 bits (upper 24:0)", address));
+  if (bytes >= (1ull << 40)) refuse(fmt::format("local memory of {:#x} bytes does not fit 40 bits (upper 7:0)", bytes));
+  if (max_sm_count > 0x1ff) refuse(fmt::format("local memory for {} SMs does not fit MAX_SM_COUNT 8:0", max_sm_count));
+  p.inc(subchannel, compute::SET_SHADER_LOCAL_MEMORY_A).data(hi32(address)).data(lo32(address));
+  p.inc(subchannel, compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A).data(hi32(bytes)).data(lo32(bytes)).data(max_sm_count);
 }
 
 void launch(Push& p, std::uint32_t subchannel, std::uint64_t qmd_address, std::uint32_t action) {

@@ -160,7 +160,7 @@ class Push {
   Push& immediate(std::uint32_t subchannel, std::uint32_t method, std::uint32_t value);
   // Appends one data word to the open header, growing its COUNT. Raises std::invalid_argument
   // when no header is open, when the header already counts 8191 words, or when an increasing
-  // header's method would pass 0x3ffc; std::length_error when `storage` is full.
+  // or increase-once header's method would pass 0x3ffc; std::length_error when `storage` is full.
   Push& data(std::uint32_t word);
 
   // The words written so far. Raises std::invalid_argument when the last header opened has no
@@ -237,6 +237,18 @@ void fill(Push& p, std::uint32_t subchannel, std::uint32_t copy_class, std::uint
 // address, or one past the class's limit.
 void copy_semaphore_release(Push& p, std::uint32_t subchannel, std::uint32_t copy_class, std::uint64_t address,
                             std::uint64_t payload, bool timestamp = false);
+
+// The compute class's shared and local memory windows: the addresses at which a kernel's
+// generic pointers see shared and local memory (SET_SHADER_SHARED_MEMORY_WINDOW_A/B,
+// SET_SHADER_LOCAL_MEMORY_WINDOW_A/B: upper bits 16:0, lower 31:0). Raises
+// std::invalid_argument for a window not below 2^49.
+void set_memory_windows(Push& p, std::uint32_t subchannel, std::uint64_t shared_window, std::uint64_t local_window);
+// The backing store of local memory: `bytes` at `address` (SET_SHADER_LOCAL_MEMORY_A/B, upper
+// 24:0), sized for `max_sm_count` SMs (SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A/B/C: size upper
+// 7:0, lower 31:0, MAX_SM_COUNT 8:0). Raises std::invalid_argument for an address not below
+// 2^57, a size not below 2^40, or an SM count above 511.
+void set_local_memory(Push& p, std::uint32_t subchannel, std::uint64_t address, std::uint64_t bytes,
+                      std::uint32_t max_sm_count);
 
 // Launches the QMD at `qmd_address` (256-aligned, below 2^40) on the compute subchannel:
 // SEND_PCAS_A with the address >> 8, then SEND_SIGNALING_PCAS2_B with `action`. Raises

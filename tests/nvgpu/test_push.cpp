@@ -100,6 +100,12 @@ TEST_CASE("an increasing header may not run past the last method") {
   Buffer b;
   b.p.inc(0, dma::MAX_METHOD).data(1);
   CHECK_THROWS_WITH_AS(b.p.data(2), doctest::Contains("past method 0x3ffc"), std::invalid_argument);
+  Buffer once;
+  once.p.inc_once(0, dma::MAX_METHOD).data(1);
+  CHECK_THROWS_AS(once.p.data(2), std::invalid_argument);
+  Buffer same;
+  same.p.non_inc(0, dma::MAX_METHOD).data(1).data(2);
+  CHECK(methods(same.p).size() == 2);
 }
 
 TEST_CASE("fields that do not fit a header are refused by name") {
@@ -295,4 +301,21 @@ TEST_CASE("a launch sends the QMD address >> 8 and the PCAS action") {
   CHECK(last(b.p, compute::SEND_SIGNALING_PCAS2_B, 1) == compute::PCAS_ACTION_PREFETCH_SCHEDULE);
   CHECK_THROWS_WITH_AS(launch(b.p, 1, 0x1080), doctest::Contains("256-aligned"), std::invalid_argument);
   CHECK_THROWS_AS(launch(b.p, 1, 0x1000, 16), std::invalid_argument);
+}
+
+TEST_CASE("the memory windows and the local memory store are set with their upper words first") {
+  Buffer b;
+  set_memory_windows(b.p, 1, 0x1'0000'0000'0000, 0xff'0000'0000);
+  set_local_memory(b.p, 1, 0x12'3456'0000, 0x2'0000'1000, 132);
+  CHECK(last(b.p, compute::SET_SHADER_SHARED_MEMORY_WINDOW_A, 1) == 0x1'0000);
+  CHECK(last(b.p, compute::SET_SHADER_SHARED_MEMORY_WINDOW_B, 1) == 0);
+  CHECK(last(b.p, compute::SET_SHADER_LOCAL_MEMORY_WINDOW_A, 1) == 0xff);
+  CHECK(last(b.p, compute::SET_SHADER_LOCAL_MEMORY_A, 1) == 0x12);
+  CHECK(last(b.p, compute::SET_SHADER_LOCAL_MEMORY_B, 1) == 0x3456'0000);
+  CHECK(last(b.p, compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A, 1) == 2);
+  CHECK(last(b.p, compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B, 1) == 0x1000);
+  CHECK(last(b.p, compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C, 1) == 132);
+  CHECK_THROWS_WITH_AS(set_memory_windows(b.p, 1, 1ull << 49, 0), doctest::Contains("49 bits"), std::invalid_argument);
+  CHECK_THROWS_AS(set_local_memory(b.p, 1, 0, 1ull << 40, 1), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(set_local_memory(b.p, 1, 0, 16, 512), doctest::Contains("MAX_SM_COUNT"), std::invalid_argument);
 }

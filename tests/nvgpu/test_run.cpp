@@ -172,6 +172,24 @@ TEST_CASE("a host semaphore release the writer makes stores its 64-bit payload, 
   CHECK(c.nonstalls == 1);
 }
 
+TEST_CASE("a 64-bit semaphore acquire the writer makes holds the channel until the value is reached") {
+  Channel c;
+  std::vector<std::uint32_t> storage(64);
+  abi::Push p(storage);
+  abi::semaphore_acquire(p, sem_va, 0x1'0000'0005);
+  abi::semaphore_release(p, sem_va + 0x10, 1);
+  c.submit(std::vector<std::uint32_t>(p.words().begin(), p.words().end()));
+  REQUIRE(c.ran(4));  // the acquire's set-up methods: in the acquire
+  c.space.set<std::uint64_t>(sem_va, 0x5);  // below in the upper word: still waits
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(c.space.get<std::uint64_t>(sem_va + 0x10) == 0);
+  c.space.set<std::uint64_t>(sem_va, 0x1'0000'0007);
+  REQUIRE(c.idle());
+  CHECK(c.space.get<std::uint64_t>(sem_va + 0x10) == 1);
+  std::lock_guard lk(c.m);
+  CHECK(c.stops.empty());
+}
+
 TEST_CASE("copies the writer makes move the bytes on C8B5 and C6B5, then release the copy semaphore") {
   for (const auto cls : {abi::HOPPER_DMA_COPY_A, abi::AMPERE_DMA_COPY_A}) {
     CAPTURE(cls);
