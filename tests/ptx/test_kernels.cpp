@@ -7,6 +7,7 @@
 #include <cfenv>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 #include <regex>
 #include <set>
@@ -469,9 +470,11 @@ TEST_CASE("divergent branches take each thread's own path") {
   }
 }
 
-// Every opcode (type suffixes stripped) nvcc emitted for the test kernels; docs/ptx.md
-// lists the same. The check fails if the kernels' opcodes and this list differ either way,
-// and loading every kernel file (which refuses anything unsupported) shows each is supported.
+// Every opcode (type suffixes stripped) nvcc emitted for the repository's kernels: the
+// interpreter's (tests/ptx/kernels), the NVIDIA simulator's (tests/nv/kernels) and the CUDA
+// driver's (tests/cuda/kernels); docs/ptx.md lists the same. The check fails if the kernels'
+// opcodes and this list differ either way, and loading every kernel file (which refuses
+// anything unsupported) shows each is supported.
 const std::set<std::string> kCoverage = {
     "abs", "activemask", "add", "add.rm", "add.u64", "and", "atom.global.add", "atom.global.and",
     "atom.global.cas", "atom.global.dec", "atom.global.exch", "atom.global.inc", "atom.global.max",
@@ -482,11 +485,21 @@ const std::set<std::string> kCoverage = {
     "ld.const", "ld.global", "ld.local", "ld.param", "ld.shared", "lg2.approx", "mad.lo", "match.any.sync",
     "max", "min", "mov", "mul", "mul.hi", "mul.lo", "mul.rp", "mul.wide", "neg", "not", "or", "popc", "prmt",
     "rcp.approx.ftz", "rcp.rn", "redux.sync.add", "redux.sync.max", "redux.sync.min", "rsqrt.approx", "sad",
-    "selp", "setp.eq", "setp.ge", "setp.gt", "setp.lt", "setp.ne", "shf.l.wrap", "shfl.sync.bfly",
+    "rem", "selp", "setp.eq", "setp.ge", "setp.gt", "setp.lt", "setp.ne", "shf.l.wrap", "shfl.sync.bfly",
     "shfl.sync.down", "shfl.sync.idx", "shfl.sync.up", "shl", "shr", "sin.approx", "sqrt.rn", "st.global",
-    "st.local.v4", "st.param", "st.shared", "sub", "vote.sync.all", "vote.sync.any", "vote.sync.ballot",
+    "st.local.v4", "st.param", "st.shared", "st.volatile", "st.volatile.global", "sub", "vote.sync.all", "vote.sync.any", "vote.sync.ballot",
     "vote.sync.uni", "xor",
 };
+
+// The PTX files nvcc built for the repository's kernels, for every target.
+std::vector<std::string> every_kernel_file() {
+  std::vector<std::string> out;
+  for (const char* dir : {RIG_PTX_KERNELS, RIG_NV_KERNELS, RIG_CUDA_KERNELS})
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      if (entry.path().extension() == ".ptx") out.push_back(entry.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 // The opcode of an instruction line: its mnemonic without type suffixes (an add.u64 whose
 // type nvcc spells in place of the usual .s64 keeps it, as the docs list it).
@@ -495,29 +508,27 @@ std::set<std::string> emitted_opcodes() {
   static const std::set<std::string> kTypes = {"b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16",
                                                "s32", "s64", "f16", "f32", "f64", "pred"};
   std::set<std::string> out;
-  for (const char* file : {"reduce", "atomics", "matmul", "misc"}) {
-    for (const std::string& arch : kArchs) {
-      std::stringstream text(ptx_test::read_text(ptx_test::kernel_path(file, arch)));
-      std::string line;
-      while (std::getline(text, line)) {
-        std::smatch m;
-        if (!std::regex_search(line, m, kInstruction)) continue;
-        std::string mn = m[1];
-        if (mn.starts_with("param") || mn.starts_with("retval")) continue;  // call argument lines
-        std::string op;
-        std::stringstream parts(mn);
-        std::string part;
-        while (std::getline(parts, part, '.'))
-          if (!kTypes.contains(part)) op += (op.empty() ? "" : ".") + part;
-        if (mn == "add.u64" || mn == "add.u32") op = mn;
-        out.insert(op);
-      }
+  for (const auto& path : every_kernel_file()) {
+    std::stringstream text(ptx_test::read_text(path));
+    std::string line;
+    while (std::getline(text, line)) {
+      std::smatch m;
+      if (!std::regex_search(line, m, kInstruction)) continue;
+      std::string mn = m[1];
+      if (mn.starts_with("param") || mn.starts_with("retval")) continue;  // call argument lines
+      std::string op;
+      std::stringstream parts(mn);
+      std::string part;
+      while (std::getline(parts, part, '.'))
+        if (!kTypes.contains(part)) op += (op.empty() ? "" : ".") + part;
+      if (mn == "add.u64" || mn == "add.u32") op = mn;
+      out.insert(op);
     }
   }
   return out;
 }
 
-TEST_CASE("every opcode nvcc emitted for the test kernels is in the coverage list and loads") {
+TEST_CASE("every opcode nvcc emitted for the repository's kernels is in the coverage list and loads") {
   const auto emitted = emitted_opcodes();
   for (const auto& op : emitted) {
     CAPTURE(op);
@@ -527,11 +538,13 @@ TEST_CASE("every opcode nvcc emitted for the test kernels is in the coverage lis
     CAPTURE(op);
     CHECK(emitted.contains(op));
   }
-  for (const char* file : {"reduce", "atomics", "matmul", "misc"})
-    for (const std::string& arch : kArchs) {
-      auto m = rig::ptx::Module::load(ptx_test::read_text(ptx_test::kernel_path(file, arch)), file);
-      CHECK_MESSAGE(m.has_value(), (m ? std::string() : m.error()));
-    }
+  const auto files = every_kernel_file();
+  CHECK(files.size() == 20);  // 4 + 5 + 1 sources, each for sm_90 and sm_80
+  for (const auto& path : files) {
+    CAPTURE(path);
+    auto m = rig::ptx::Module::load(ptx_test::read_text(path), path);
+    CHECK_MESSAGE(m.has_value(), (m ? std::string() : m.error()));
+  }
 }
 
 TEST_CASE("the interpreter's rate on the block reduction") {
