@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "decode.hpp"
@@ -44,12 +45,21 @@ class Test_space : public Space {
     if (address + size > end || address + size < address || (write && !b.writable)) return std::nullopt;
     return rig::ptx::Mapping{it->first, b.bytes.size(), b.bytes.data()};
   }
+  // Words of 4 and 8 bytes are read and written atomically, as the engine reads and
+  // writes semaphores while the test runs.
   template <class T>
   T get(std::uint64_t va) {
     auto m = map(va, sizeof(T), false);
     REQUIRE(m);
+    std::byte* p = m->host + (va - m->base);
     T v;
-    std::memcpy(&v, m->host + (va - m->base), sizeof v);
+    if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+      using Word = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+      const Word bits = std::atomic_ref<Word>(*reinterpret_cast<Word*>(p)).load();
+      std::memcpy(&v, &bits, sizeof v);
+    } else {
+      std::memcpy(&v, p, sizeof v);
+    }
     return v;
   }
   template <class T>
@@ -57,10 +67,11 @@ class Test_space : public Space {
     auto m = map(va, sizeof(T), false);
     REQUIRE(m);
     std::byte* p = m->host + (va - m->base);
-    if constexpr (sizeof(T) == 4) {
-      std::uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(p)).store(bits);
+    if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+      using Word = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+      Word bits;
+      std::memcpy(&bits, &v, sizeof bits);
+      std::atomic_ref<Word>(*reinterpret_cast<Word*>(p)).store(bits);
     } else {
       std::memcpy(p, &v, sizeof v);
     }
