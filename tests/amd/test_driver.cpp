@@ -274,29 +274,73 @@ TEST_CASE("a code object for another processor is refused at load, naming both")
   CHECK(Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx90a.co", RIG_AMD_KERNEL_DIR))));
 }
 
-TEST_CASE("a gfx90a launch reaches the command processor as a wave64 dispatch with every register it reads set") {
+TEST_CASE("a gfx9 launch on one XCC runs its wave64 code: vector_add's sums on gfx90a and gfx942") {
+  struct Part {
+    sim::amd::Config config;
+    const char* arch;
+  };
+  for (const auto& part : {Part{sim::amd::Config::mi250x(), "gfx90a"},
+                           Part{{.arch = "gfx942", .compute_units = 38, .xccs = 1}, "gfx942"}}) {
+    CAPTURE(part.arch);
+    auto& sim = simulator(part.config);
+    Opened d(sim);
+    auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_{}.co", RIG_AMD_KERNEL_DIR, part.arch)));
+    REQUIRE_MESSAGE(image, image.error());
+    auto f = image->resolve("vector_add");
+    REQUIRE(f);
+    auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+    auto block = s.block(0);
+    const std::uint32_t n = 120;  // two groups of 64, the last partly idle
+    Run run;
+    run.groups(block, 2);
+    run.threads(block, 64);
+    run.set(block, 24, n);
+    Buffer a = Buffer::create(d, 512), b = Buffer::create(d, 512), c = Buffer::create(d, 512);
+    a.write<float>([](std::span<float> x) { for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.5f; });
+    b.write<float>([](std::span<float> x) { for (std::size_t i = 0; i < x.size(); ++i) x[i] = 100.0f - float(i); });
+    c.write<float>([](std::span<float> x) { std::fill(x.begin(), x.end(), -1.0f); });
+    const std::uint64_t before = sim.dispatches();
+    Buffer reads[] = {a, b}, written[] = {c};
+    submit(s, run, reads, written).wait();
+    CHECK(sim.faults().empty());
+    CHECK(sim.dispatches() - before == 1);
+    auto sums = c.read<float>([](std::span<const float> x) { return std::vector<float>(x.begin(), x.end()); });
+    bool right = true;
+    for (std::uint32_t i = 0; i < n; ++i) right = right && sums[i] == float(i) * 0.5f + (100.0f - float(i));
+    CHECK(right);
+    CHECK(sums[n] == -1.0f);  // past n: untouched
+  }
+}
+
+TEST_CASE("a wave32 dispatch on a gfx9 GPU faults the queue, naming CS_W32_EN") {
+  // The simulator's command processor refuses what the hardware cannot run: gfx9 has no
+  // wave32, so a DISPATCH_DIRECT with CS_W32_EN set is a malformed packet, and nothing runs.
   auto& sim = simulator(sim::amd::Config::mi250x());
   Opened d(sim);
-  auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx90a.co", RIG_AMD_KERNEL_DIR)));
-  REQUIRE_MESSAGE(image, image.error());
-  auto f = image->resolve("vector_add");
-  REQUIRE(f);
-  auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
-  auto block = s.block(0);
+  std::array<std::uint32_t, 64> words{};
+  pm4::Pm4 pc(pm4::Gen::Gfx9_4, words);
+  std::uint32_t zero2[2] = {0, 0}, zero3[3] = {0, 0, 0}, one3[6] = {0, 0, 0, 1, 1, 1};
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_LO, zero2);
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC1, zero2);
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC3, 0);
+  pc.set_sh_reg(pm4::reg::COMPUTE_TMPRING_SIZE, 0);
+  pc.set_sh_reg(pm4::reg::COMPUTE_RESTART_X, zero3);
+  pc.set_sh_reg(pm4::reg::COMPUTE_START_X, one3);
+  // The builder refuses wave32 on gfx9 itself, so the dispatch is written out by hand.
+  const std::uint32_t dispatch[] = {pm4::header(pm4::kDispatchDirect, pm4::kDispatchDirectBody), 1, 1, 1,
+                                    pm4::kInitiatorComputeShaderEn | pm4::kInitiatorCsW32En};
+  pc.packets(dispatch);
+  Buffer packets = Buffer::create(d, pc.size() * 4);
+  packets.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy_n(words.begin(), pc.size(), x.begin()); });
+  Submission::Part part{"COMPUTE:0", {}, Submission::Words{packets}};
   Run run;
-  run.groups(block, 2);
-  run.threads(block, 64);
-  run.set(block, 24, std::uint32_t(128));
-  Buffer a = Buffer::create(d, 512), b = Buffer::create(d, 512), c = Buffer::create(d, 512);
-  Buffer reads[] = {a, b}, written[] = {c};
-  auto p = submit(s, run, reads, written);
-  // The simulator checks the dispatch's registers, then stops at the wave64 interpreter it
-  // does not have: the device is lost naming the kernel, and nothing before it faulted.
+  auto p = submit(Submission::make(d, std::span(&part, 1), 0, 0), run, {}, {});
   CHECK_THROWS_AS(p.wait(), Lost);
   const auto faults = sim.faults();
   REQUIRE(faults.size() == 1);
-  CHECK(faults[0].find("PM4 DISPATCH_DIRECT of wave64: the interpreter runs wave32 only") != std::string::npos);
+  CHECK(faults[0].find("PM4 DISPATCH_DIRECT: CS_W32_EN on gfx9, which has no wave32") != std::string::npos);
   CHECK(d->lost());
+  CHECK(sim.dispatches() == 0);
 }
 
 TEST_CASE("memory has one address for the host and the GPU, and the budget is VRAM") {

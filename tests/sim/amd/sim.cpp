@@ -24,6 +24,7 @@
 
 #include "decode.hpp"
 #include "gfx11.hpp"
+#include "gfx9.hpp"
 
 namespace rig::sim::amd {
 namespace {
@@ -140,6 +141,12 @@ struct Simulator::Impl final : gfx11::Memory {
 
   // gfx11::Memory, and the engines' view of memory: null outside mapped memory.
   std::byte* at(std::uint64_t address, std::size_t bytes, bool write) override;
+  // The same view for the gfx9 interpreter.
+  struct Gfx9Memory final : gfx9::Memory {
+    Impl& sim;
+    explicit Gfx9Memory(Impl& s) : sim(s) {}
+    std::byte* at(std::uint64_t address, std::size_t bytes, bool write) override { return sim.at(address, bytes, write); }
+  } gfx9_memory{*this};
 
   // Events: KFD's set_event, and an interrupt carrying a context id.
   void set_event(Event& e);
@@ -960,14 +967,16 @@ bool Queue::dispatch(const DispatchDirect& d) {
   for (int k = 0; k < 3; ++k)
     if (!need(NUM_THREAD_X + k, "COMPUTE_NUM_THREAD_X/Y/Z") || !need(START_X + k, "COMPUTE_START_X/Y/Z"))
       return false;
-  gfx11::Dispatch g;
-  g.code = (std::uint64_t(reg(PGM_HI)) << 32 | reg(PGM_LO)) << 8;
-  g.rsrc1 = reg(RSRC1), g.rsrc2 = reg(RSRC2), g.rsrc3 = reg(RSRC3);
-  std::uint32_t user = (g.rsrc2 >> 1) & 0x1f;
+  constexpr std::uint32_t TMPRING_SIZE = 0xB860 / 4;
+  const std::uint64_t code = (std::uint64_t(reg(PGM_HI)) << 32 | reg(PGM_LO)) << 8;
+  const std::uint32_t rsrc2 = reg(RSRC2);
+  std::array<std::uint32_t, 16> user_data{};
+  std::uint32_t user = (rsrc2 >> 1) & 0x1f;
   for (std::uint32_t i = 0; i < user; ++i) {
     if (!need(USER_DATA_0 + i, "the COMPUTE_USER_DATA registers its USER_SGPR count reads")) return false;
-    g.user_data[i] = reg(USER_DATA_0 + i);
+    user_data[i] = reg(USER_DATA_0 + i);
   }
+  std::uint32_t threads[3];
   for (int k = 0; k < 3; ++k) {
     if (reg(START_X + k)) {
       sim.fault(*this, "PM4 DISPATCH_DIRECT with COMPUTE_START_X/Y/Z not 0 is not simulated", false, 0, false);
@@ -978,30 +987,50 @@ bool Queue::dispatch(const DispatchDirect& d) {
       sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT with COMPUTE_NUM_THREAD {:#x}", t), false, 0, false);
       return false;
     }
-    g.threads[k] = t;
+    threads[k] = t;
   }
+  auto finish = [&](bool ok, bool page_fault, std::uint64_t address, bool write, const std::string& fault,
+                    std::uint64_t instructions) {
+    sim.instructions += instructions;
+    if (ok) return true;
+    if (stop) return false;
+    sim.fault(*this, fault, page_fault, page_fault ? address : 0, page_fault && write);
+    return false;
+  };
+  if (sim.dialect == Pm4Dialect::Gfx9) {
+    // gfx90a and gfx942 run wave64 only (the decoder's gfx9 dialect refuses CS_W32_EN).
+    // Private memory per work-item is COMPUTE_TMPRING_SIZE.WAVESIZE (1 KiB units on gfx9,
+    // bits 12..24) over the wave's 64 lanes.
+    if (!need(TMPRING_SIZE, "COMPUTE_TMPRING_SIZE")) return false;
+    gfx9::Dispatch g;
+    g.target = sim.arch == "gfx90a" ? gfx9::Target::gfx90a : gfx9::Target::gfx942;
+    g.code = code, g.rsrc1 = reg(RSRC1), g.rsrc2 = rsrc2, g.rsrc3 = reg(RSRC3), g.user_data = user_data;
+    for (int k = 0; k < 3; ++k) g.threads[k] = threads[k];
+    g.groups[0] = d.x, g.groups[1] = d.y, g.groups[2] = d.z;
+    g.wave64 = true;
+    g.private_bytes = std::uint32_t(((reg(TMPRING_SIZE) >> 12) & 0x1fff) * 1024 / 64);
+    ++sim.dispatches;
+    auto o = gfx9::run(g, sim.gfx9_memory, stop);
+    return finish(o.ok, o.page_fault, o.fault_address, o.write, o.fault, o.instructions);
+  }
+  gfx11::Dispatch g;
+  g.code = code, g.rsrc1 = reg(RSRC1), g.rsrc2 = rsrc2, g.rsrc3 = reg(RSRC3), g.user_data = user_data;
+  for (int k = 0; k < 3; ++k) g.threads[k] = threads[k];
   g.groups[0] = d.x, g.groups[1] = d.y, g.groups[2] = d.z;
   g.wave32 = d.wave32;
   if (!g.wave32) {
-    sim.fault(*this, "PM4 DISPATCH_DIRECT of wave64: the interpreter runs wave32 only", false, 0, false);
+    sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT without CS_W32_EN on {}: the simulator runs its code in wave32 only",
+                                 sim.arch), false, 0, false);
     return false;
   }
   if (!sim.arch.starts_with("gfx11")) {
-    sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT on {}: the simulator interprets gfx11 code only", sim.arch), false,
-              0, false);
+    sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT on {}: the simulator interprets gfx11 and gfx9 code only", sim.arch),
+              false, 0, false);
     return false;
   }
   ++sim.dispatches;
-  auto outcome = gfx11::run(g, sim, stop);
-  sim.instructions += outcome.instructions;
-  if (outcome.ok) return true;
-  if (stop) return false;
-  if (outcome.page_fault) {
-    sim.fault(*this, outcome.fault, true, outcome.fault_address, outcome.write);
-  } else {
-    sim.fault(*this, outcome.fault, false, 0, false);
-  }
-  return false;
+  auto o = gfx11::run(g, sim, stop);
+  return finish(o.ok, o.page_fault, o.fault_address, o.write, o.fault, o.instructions);
 }
 
 bool Queue::step_sdma(std::uint64_t wptr) {
