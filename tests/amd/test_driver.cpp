@@ -11,6 +11,8 @@
 #include <cstring>
 #include <thread>
 
+#include <fcntl.h>
+
 #include "decode.hpp"
 #include "fake_driver.hpp"
 #include "kfd.hpp"
@@ -121,39 +123,81 @@ TEST_CASE("gpus lists a GPU's compute units and XCCs as the topology gives them"
   }
 }
 
-TEST_CASE("a gfx942 device of several XCCs runs gfx9 packets and refuses a launch, naming the processor and the XCCs") {
-  auto& sim = simulator(sim::amd::Config::mi300x());
-  Opened d(sim);
-  CHECK(d->facts().arch == "gfx942");
-  const auto* abi = d->capability(rig::amd::kAbi);
-  REQUIRE(abi);
-  CHECK(abi->wave_size == 64);
-  CHECK(abi->compute_units == 304);
-  CHECK(abi->xccs == 8);
-  CHECK(abi->lds_bytes == 64 * 1024);
-  // Each value's head and tail are gfx9's ACQUIRE_MEM and RELEASE_MEM, which the simulated
-  // command processor reads in gfx9's dialect (it faults on gfx11's).
-  Buffer out = Buffer::create(d, 4);
-  writes(d, out, 7);
-  CHECK(sim.faults().empty());
-  auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
-  REQUIRE_MESSAGE(image, image.error());
-  auto f = image->resolve("vector_add");
-  REQUIRE(f);
-  auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
-  auto block = s.block(0);
-  Run run;
-  run.groups(block, 1);
-  run.threads(block, 64);
-  run.set(block, 24, std::uint32_t(64));
-  Buffer a = Buffer::create(d, 256), b = Buffer::create(d, 256), c = Buffer::create(d, 256);
-  Buffer reads[] = {a, b}, written[] = {c};
-  CHECK_THROWS_WITH_AS(submit(s, run, reads, written),
-                       "AMD:0: part 0: a launch of vector_add on gfx942, whose 8 XCCs each read the queue: "
-                       "dispatches across several XCCs are not built yet",
-                       std::invalid_argument);
-  CHECK(!d->lost());
-  writes(d, out, 8);
+TEST_CASE("a gfx942 device of several XCCs runs its compute queue on XCC 0: a launch runs its grid once, the word moves once") {
+  struct Part {
+    sim::amd::Config config;
+    std::uint32_t cus, xccs;
+  };
+  for (const auto& part : {Part{sim::amd::Config::mi300x(), 304, 8}, Part{sim::amd::Config::mi300a(), 228, 6}}) {
+    CAPTURE(part.xccs);
+    auto& sim = simulator(part.config);
+    Opened d(sim);
+    CHECK(d->facts().arch == "gfx942");
+    const auto* abi = d->capability(rig::amd::kAbi);
+    REQUIRE(abi);
+    CHECK(abi->wave_size == 64);
+    CHECK(abi->compute_units == part.cus);
+    CHECK(abi->xccs == part.xccs);
+    CHECK(abi->lds_bytes == 64 * 1024);
+    // The driver names XCC 0 in the compute queue's queue_percentage; the simulator runs
+    // the queue on that XCC's command processor alone.
+    CHECK(sim.compute_queue_xccs() == std::vector<std::uint32_t>{0});
+    // Each value's head and tail are gfx9's ACQUIRE_MEM and RELEASE_MEM, which the simulated
+    // command processor reads in gfx9's dialect (it faults on gfx11's).
+    Buffer out = Buffer::create(d, 4);
+    writes(d, out, 7);
+    CHECK(sim.faults().empty());
+    auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
+    REQUIRE_MESSAGE(image, image.error());
+    auto f = image->resolve("vector_add");
+    REQUIRE(f);
+    auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+    auto block = s.block(0);
+    const std::uint32_t n = 3 * 64;
+    Run run;
+    run.groups(block, 3);
+    run.threads(block, 64);
+    run.set(block, 24, n);
+    Buffer a = Buffer::create(d, 1024), b = Buffer::create(d, 1024), c = Buffer::create(d, 1024);
+    a.write<float>([](std::span<float> x) { for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i); });
+    b.write<float>([](std::span<float> x) { std::fill(x.begin(), x.end(), 0.5f); });
+    const std::uint64_t before = sim.dispatches();
+    Buffer reads[] = {a, b}, written[] = {c};
+    auto p = submit(s, run, reads, written);
+    p.wait();
+    CHECK(sim.faults().empty());
+    CHECK(sim.dispatches() - before == 1);  // one command processor ran the grid, once
+    CHECK(*d->facts().word == p.value());
+    auto sums = c.read<float>([](std::span<const float> x) { return std::vector<float>(x.begin(), x.end()); });
+    bool right = true;
+    for (std::uint32_t i = 0; i < n; ++i) right = right && sums[i] == float(i) + 0.5f;
+    CHECK(right);
+    CHECK(!d->lost());
+    writes(d, out, 8);
+  }
+}
+
+TEST_CASE("the simulator refuses a compute queue on an XCC the GPU does not have") {
+  // queue_percentage bits 8..15 name the queue's XCC: one past MI300A's six is refused
+  // with EINVAL, while the last of them gets past that check to the next (the ring, which
+  // these arguments leave unmapped: EFAULT).
+  auto& sim = simulator(sim::amd::Config::mi300a());
+  Opened d(sim);  // which acquires the GPU's VM, as queues need
+  const std::size_t queues = sim.live_queues();
+  const int fd = sim.open("/dev/kfd", O_RDWR);
+  REQUIRE(fd >= 0);
+  auto create = [&](std::uint32_t xcc) {
+    kfd_ioctl_create_queue_args q{};
+    q.gpu_id = sim.config().gpu_id;
+    q.queue_type = KFD_IOC_QUEUE_TYPE_COMPUTE;
+    q.queue_percentage = KFD_MAX_QUEUE_PERCENTAGE | xcc << 8;
+    q.ring_size = 4096;
+    return sim.ioctl(fd, AMDKFD_IOC_CREATE_QUEUE, &q);
+  };
+  CHECK(create(6) == -EINVAL);
+  CHECK(create(5) == -EFAULT);
+  CHECK(sim.live_queues() == queues);
+  sim.close(fd);
 }
 
 TEST_CASE("a gfx942 device copies and fills past SDMA 4's 4 MiB count in several packets") {

@@ -171,6 +171,7 @@ struct Queue {
   std::uint32_t id, type, doorbell;  // doorbell: its index in the doorbell page
   std::uint64_t ring, ring_bytes, rptr_address, wptr_address;
   std::uint64_t rptr = 0;  // consumed, in the queue's units (dwords for PM4, bytes for SDMA)
+  std::uint32_t xcc = 0;   // a compute queue's XCC, whose command processor runs it
   std::atomic<bool> stop{false};
   bool faulted = false;
   std::array<std::uint32_t, 0x400> sh{};     // SH registers, from 0x2C00
@@ -568,6 +569,11 @@ int Simulator::Impl::create_queue(kfd_ioctl_create_queue_args& a) {
     return -EINVAL;  // AQL and XGMI SDMA queues are not simulated
   if ((a.queue_percentage & 0xff) > KFD_MAX_QUEUE_PERCENTAGE || a.queue_priority > KFD_MAX_QUEUE_PRIORITY)
     return -EINVAL;
+  // Bits 8..15: the XCC a PM4 compute queue runs on (kfd_chardev.c's pm4_target_xcc). The
+  // queue's command processor is that XCC's, and it alone reads the ring; one past the
+  // GPU's XCCs is refused here (what KFD then does is not known: the firmware reads it).
+  const std::uint32_t target_xcc = (a.queue_percentage >> 8) & 0xff;
+  if (a.queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE && target_xcc >= config.xccs) return -EINVAL;
   if (a.ring_size < KFD_MIN_QUEUE_RING_SIZE || (a.ring_size & (a.ring_size - 1))) return -EINVAL;
   auto mapped = [&](std::uint64_t address, std::uint64_t n) { return at(address, n, true) != nullptr; };
   if (!mapped(a.ring_base_address, a.ring_size)) return -EFAULT;
@@ -588,6 +594,7 @@ int Simulator::Impl::create_queue(kfd_ioctl_create_queue_args& a) {
   *reinterpret_cast<volatile std::uint64_t*>(at(a.read_pointer_address, 8, true)) = 0;
   auto q = std::make_unique<Queue>(*this, id, a.queue_type, doorbell, a.ring_base_address, a.ring_size,
                                    a.read_pointer_address, a.write_pointer_address);
+  q->xcc = a.queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE ? target_xcc : 0;
   a.queue_id = id;
   a.doorbell_offset = kMmapTypeDoorbell | std::uint64_t(config.gpu_id) << kGpuIdShift | std::uint64_t(doorbell) * 8;
   auto* raw = q.get();
@@ -732,6 +739,13 @@ std::size_t Simulator::live_doorbell_maps() const {
 std::size_t Simulator::live_queues() const {
   std::lock_guard g(impl_->mutex);
   return impl_->queues.size();
+}
+std::vector<std::uint32_t> Simulator::compute_queue_xccs() const {
+  std::lock_guard g(impl_->mutex);
+  std::vector<std::uint32_t> out;
+  for (const auto& [id, q] : impl_->queues)
+    if (q->type == KFD_IOC_QUEUE_TYPE_COMPUTE) out.push_back(q->xcc);
+  return out;
 }
 std::size_t Simulator::live_events() const {
   std::lock_guard g(impl_->mutex);
