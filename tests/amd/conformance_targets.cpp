@@ -1,7 +1,8 @@
 // conformance_targets.cpp — the AMD driver's target of the conformance suite
 // (docs/conformance.md): the driver of amdgpu/ on the simulator of tests/sim/amd, a gfx1100
 // whose command processors run on threads of their own, as hardware's do, and a simulated
-// MI250X (gfx90a), whose dispatches run on the CDNA interpreter.
+// MI300X (gfx942, 8 XCCs), MI300A (gfx942, 6 XCCs) and MI250X (gfx90a), whose dispatches run
+// on the CDNA interpreter.
 //
 // Each device is a simulated GPU of its own, as a machine with many GPUs has: two devices of
 // the target are two GPUs. The laws load conformance_kernels.c, built for the target's
@@ -25,8 +26,10 @@
 #include "pm4.hpp"
 #include "sim.hpp"
 
-extern const unsigned char rig_amd_conformance_kernels[], rig_amd_conformance_kernels_gfx90a[];
-extern const std::size_t rig_amd_conformance_kernels_size, rig_amd_conformance_kernels_gfx90a_size;
+extern const unsigned char rig_amd_conformance_kernels[], rig_amd_conformance_kernels_gfx942[],
+    rig_amd_conformance_kernels_gfx90a[];
+extern const std::size_t rig_amd_conformance_kernels_size, rig_amd_conformance_kernels_gfx942_size,
+    rig_amd_conformance_kernels_gfx90a_size;
 
 namespace {
 
@@ -129,6 +132,12 @@ conformance::Registration amd_targets{"amdgpu", [] {
   std::vector<conformance::Target> out;
   out.push_back(simulator_target({"AMD-SIM:gfx1100", "a gfx1100", sim::amd::Config{}, pm4::Gen::Gfx11,
                                   rig_amd_conformance_kernels, rig_amd_conformance_kernels_size}));
+  out.push_back(simulator_target({"AMD-SIM:mi300x", "an MI300X, gfx942 of 8 XCCs", sim::amd::Config::mi300x(),
+                                  pm4::Gen::Gfx9_4, rig_amd_conformance_kernels_gfx942,
+                                  rig_amd_conformance_kernels_gfx942_size}));
+  out.push_back(simulator_target({"AMD-SIM:mi300a", "an MI300A, gfx942 of 6 XCCs", sim::amd::Config::mi300a(),
+                                  pm4::Gen::Gfx9_4, rig_amd_conformance_kernels_gfx942,
+                                  rig_amd_conformance_kernels_gfx942_size}));
   out.push_back(simulator_target({"AMD-SIM:mi250x", "an MI250X, gfx90a", sim::amd::Config::mi250x(), pm4::Gen::Gfx9_4,
                                   rig_amd_conformance_kernels_gfx90a, rig_amd_conformance_kernels_gfx90a_size}));
   return out;
