@@ -356,23 +356,24 @@ TEST_CASE("a gfx9 launch on one XCC runs its wave64 code: vector_add's sums on g
   }
 }
 
-TEST_CASE("a wave32 dispatch on a gfx9 GPU faults the queue, naming CS_W32_EN") {
-  // The simulator's command processor refuses what the hardware cannot run: gfx9 has no
-  // wave32, so a DISPATCH_DIRECT with CS_W32_EN set is a malformed packet, and nothing runs.
-  auto& sim = simulator(sim::amd::Config::mi250x());
-  Opened d(sim);
+namespace {
+
+// Submits a dispatch of one group on `d`'s COMPUTE:0 with every register the simulator
+// requires set but COMPUTE_TMPRING_SIZE where `tmpring` is false, its DISPATCH_DIRECT
+// written out by hand with CS_W32_EN as `wave32` says (the builder refuses wave32 on gfx9),
+// and waits for it: it must fault.
+void bad_gfx9_dispatch(const Device& d, bool tmpring, bool wave32) {
   std::array<std::uint32_t, 64> words{};
   pm4::Pm4 pc(pm4::Gen::Gfx9_4, words);
   std::uint32_t zero2[2] = {0, 0}, zero3[3] = {0, 0, 0}, one3[6] = {0, 0, 0, 1, 1, 1};
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_LO, zero2);
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC1, zero2);
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC3, 0);
-  pc.set_sh_reg(pm4::reg::COMPUTE_TMPRING_SIZE, 0);
+  if (tmpring) pc.set_sh_reg(pm4::reg::COMPUTE_TMPRING_SIZE, 0);
   pc.set_sh_reg(pm4::reg::COMPUTE_RESTART_X, zero3);
   pc.set_sh_reg(pm4::reg::COMPUTE_START_X, one3);
-  // The builder refuses wave32 on gfx9 itself, so the dispatch is written out by hand.
   const std::uint32_t dispatch[] = {pm4::header(pm4::kDispatchDirect, pm4::kDispatchDirectBody), 1, 1, 1,
-                                    pm4::kInitiatorComputeShaderEn | pm4::kInitiatorCsW32En};
+                                    pm4::kInitiatorComputeShaderEn | (wave32 ? pm4::kInitiatorCsW32En : 0)};
   pc.packets(dispatch);
   Buffer packets = Buffer::create(d, pc.size() * 4);
   packets.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy_n(words.begin(), pc.size(), x.begin()); });
@@ -380,9 +381,32 @@ TEST_CASE("a wave32 dispatch on a gfx9 GPU faults the queue, naming CS_W32_EN") 
   Run run;
   auto p = submit(Submission::make(d, std::span(&part, 1), 0, 0), run, {}, {});
   CHECK_THROWS_AS(p.wait(), Lost);
+}
+
+}  // namespace
+
+TEST_CASE("a wave32 dispatch on a gfx9 GPU faults the queue, naming CS_W32_EN") {
+  // The simulator's command processor refuses what the hardware cannot run: gfx9 has no
+  // wave32, so a DISPATCH_DIRECT with CS_W32_EN set is a malformed packet, and nothing runs.
+  auto& sim = simulator(sim::amd::Config::mi250x());
+  Opened d(sim);
+  bad_gfx9_dispatch(d, true, true);
   const auto faults = sim.faults();
   REQUIRE(faults.size() == 1);
   CHECK(faults[0].find("PM4 DISPATCH_DIRECT: CS_W32_EN on gfx9, which has no wave32") != std::string::npos);
+  CHECK(d->lost());
+  CHECK(sim.dispatches() == 0);
+}
+
+TEST_CASE("a gfx9 dispatch before COMPUTE_TMPRING_SIZE was set faults the queue, naming the register") {
+  // The CDNA interpreter takes each work-item's private bytes from it: a dispatch that never
+  // set it would run on whatever the register held.
+  auto& sim = simulator(sim::amd::Config::mi250x());
+  Opened d(sim);
+  bad_gfx9_dispatch(d, false, false);
+  const auto faults = sim.faults();
+  REQUIRE(faults.size() == 1);
+  CHECK(faults[0].find("PM4 DISPATCH_DIRECT before COMPUTE_TMPRING_SIZE was set") != std::string::npos);
   CHECK(d->lost());
   CHECK(sim.dispatches() == 0);
 }
