@@ -200,6 +200,75 @@ TEST_CASE("the simulator refuses a compute queue on an XCC the GPU does not have
   sim.close(fd);
 }
 
+namespace {
+
+// The simulator's seam, keeping the arguments of the last compute queue the driver created.
+struct QueueSpy final : os::Seam {
+  sim::amd::Simulator& sim;
+  std::optional<kfd_ioctl_create_queue_args> compute;
+  int kfd = -1;
+  explicit QueueSpy(sim::amd::Simulator& s) : sim(s) {}
+  int open(const char* path, int flags) override { return sim.open(path, flags); }
+  int close(int fd) override { return sim.close(fd); }
+  int ioctl(int fd, unsigned long request, void* arg) override {
+    int r = sim.ioctl(fd, request, arg);
+    auto* q = static_cast<kfd_ioctl_create_queue_args*>(arg);
+    if (request == AMDKFD_IOC_CREATE_QUEUE && r == 0 && q->queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE)
+      compute = *q, kfd = fd;
+    return r;
+  }
+  std::expected<void*, int> mmap(void* addr, std::size_t length, int prot, int flags, int fd, off_t offset) override {
+    return sim.mmap(addr, length, prot, flags, fd, offset);
+  }
+  int munmap(void* addr, std::size_t length) override { return sim.munmap(addr, length); }
+  int poll(pollfd* fds, nfds_t count, int timeout_ms) override { return sim.poll(fds, count, timeout_ms); }
+  ssize_t read(int fd, void* buffer, std::size_t n) override { return sim.read(fd, buffer, n); }
+  int eventfd(unsigned initial, int flags) override { return sim.eventfd(initial, flags); }
+};
+
+}  // namespace
+
+TEST_CASE("the simulator faults a launch whose ring a second XCC's queue reads too: the grid would run twice") {
+  // tinygrad's way to every XCC is a compute queue per XCC over one ring. A PM4 queue splits
+  // no dispatch among XCCs, so rig's packets on such a ring would run each grid once per
+  // XCC and write the word at each XCC's own end of pipe: the simulator refuses both.
+  auto& sim = simulator(sim::amd::Config::mi300x());
+  auto* spy = new QueueSpy(sim);  // rig keeps a device's seam until the process exits
+  auto opened = rig::open(rig::amd::opener(0, *spy));
+  REQUIRE_MESSAGE(opened, opened.error());
+  Device d = *opened;
+  REQUIRE(spy->compute);
+  kfd_ioctl_create_queue_args second = *spy->compute;
+  second.queue_percentage = KFD_MAX_QUEUE_PERCENTAGE | 1u << 8;  // XCC 1, the same ring
+  REQUIRE(sim.ioctl(spy->kfd, AMDKFD_IOC_CREATE_QUEUE, &second) == 0);
+  auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
+  REQUIRE_MESSAGE(image, image.error());
+  auto f = image->resolve("vector_add");
+  REQUIRE(f);
+  auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+  auto block = s.block(0);
+  Run run;
+  run.groups(block, 1);
+  run.threads(block, 64);
+  run.set(block, 24, std::uint32_t(64));
+  Buffer a = Buffer::create(d, 256), b = Buffer::create(d, 256), c = Buffer::create(d, 256);
+  Buffer reads[] = {a, b}, written[] = {c};
+  const std::uint64_t before = sim.dispatches();
+  CHECK_THROWS_AS(submit(s, run, reads, written).wait(), Lost);
+  const auto faults = sim.faults();
+  REQUIRE(!faults.empty());
+  CHECK(faults.back().find("PM4 DISPATCH_DIRECT on a ring the compute queues of XCC 0 and XCC 1 both read") !=
+        std::string::npos);
+  CHECK(sim.dispatches() == before);
+  kfd_ioctl_destroy_queue_args destroy{};
+  destroy.queue_id = second.queue_id;
+  CHECK(sim.ioctl(spy->kfd, AMDKFD_IOC_DESTROY_QUEUE, &destroy) == 0);
+  try {
+    d.close();
+  } catch (const std::exception&) {
+  }
+}
+
 TEST_CASE("a gfx942 device copies and fills past SDMA 4's 4 MiB count in several packets") {
   auto& sim = simulator(sim::amd::Config::mi300x());
   Opened d(sim);

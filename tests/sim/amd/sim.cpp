@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <variant>
@@ -152,6 +153,9 @@ struct Simulator::Impl final : gfx11::Memory {
   void set_event(Event& e);
   void interrupt(std::uint32_t context);
   void fault(Queue& q, std::string why, bool page, std::uint64_t address, bool write);
+  // Another live compute queue over q's ring, on another XCC, if there is one: its XCC's
+  // command processor reads the same packets (as tinygrad's queue per XCC does).
+  std::optional<std::uint32_t> ring_shared_with(const Queue& q);
   // While the engines are held, q's engine sleeps here, counted as parked.
   void park(const Queue& q);
 
@@ -740,6 +744,14 @@ std::size_t Simulator::live_queues() const {
   std::lock_guard g(impl_->mutex);
   return impl_->queues.size();
 }
+std::optional<std::uint32_t> Simulator::Impl::ring_shared_with(const Queue& q) {
+  std::lock_guard g(mutex);
+  for (const auto& [id, other] : queues)
+    if (id != q.id && other->type == KFD_IOC_QUEUE_TYPE_COMPUTE && other->ring == q.ring && other->xcc != q.xcc)
+      return other->xcc;
+  return std::nullopt;
+}
+
 std::vector<std::uint32_t> Simulator::compute_queue_xccs() const {
   std::lock_guard g(impl_->mutex);
   std::vector<std::uint32_t> out;
@@ -912,6 +924,14 @@ bool Queue::pm4_packet(const Pm4Packet& packet, const std::string& name, int dep
   if (auto* d = std::get_if<DispatchDirect>(&packet)) return dispatch(*d);
   if (auto* r = std::get_if<ReleaseMem>(&packet)) {
     // Every earlier packet has completed (dispatches run to their end): the end of pipe is now.
+    // Only of this XCC, though: another reading the ring would write the same again, once
+    // its own work is done.
+    if (auto other = sim.ring_shared_with(*this)) {
+      sim.fault(*this, fmt::format("PM4 RELEASE_MEM on a ring the compute queues of XCC {} and XCC {} both read: each "
+                                   "would write it at its own end of pipe, before the other's work is done", xcc, *other),
+                false, 0, false);
+      return false;
+    }
     if (r->data_sel == 1) {
       std::uint32_t v = std::uint32_t(r->data);
       if (!write(r->address, &v, 4, "RELEASE_MEM")) return false;
@@ -982,6 +1002,14 @@ bool Queue::dispatch(const DispatchDirect& d) {
     if (!need(NUM_THREAD_X + k, "COMPUTE_NUM_THREAD_X/Y/Z") || !need(START_X + k, "COMPUTE_START_X/Y/Z"))
       return false;
   constexpr std::uint32_t TMPRING_SIZE = 0xB860 / 4;
+  // A PM4 queue's MQD has TG chunk size 0 and logical XCC id 0 (kfd_mqd_manager_v9.c): no
+  // dispatch is split among XCCs, so each XCC reading this ring would run the whole grid.
+  if (auto other = sim.ring_shared_with(*this)) {
+    sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT on a ring the compute queues of XCC {} and XCC {} both read: "
+                                 "PM4 queues split no dispatch, so each would run the whole grid", xcc, *other),
+              false, 0, false);
+    return false;
+  }
   const std::uint64_t code = (std::uint64_t(reg(PGM_HI)) << 32 | reg(PGM_LO)) << 8;
   const std::uint32_t rsrc2 = reg(RSRC2);
   std::array<std::uint32_t, 16> user_data{};
