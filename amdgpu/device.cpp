@@ -23,7 +23,10 @@ KfdResult<void> Device::make_queue(Ring& r, std::uint32_t bytes, std::uint32_t t
   q.read_pointer_address = control_.address + rptr;
   q.write_pointer_address = control_.address + wptr;
   q.queue_type = type;
-  q.queue_percentage = KFD_MAX_QUEUE_PERCENTAGE;
+  // Bits 8..15 of queue_percentage name the XCC a PM4 queue runs on (kfd_chardev.c:
+  // pm4_target_xcc; kfd_mqd_manager_v9.c gives each XCC's MQD of a PM4 queue that target,
+  // logical XCC id 0 and TG chunk size 0). rig's compute queue runs on the first.
+  q.queue_percentage = KFD_MAX_QUEUE_PERCENTAGE | kPm4TargetXcc << 8;
   q.queue_priority = 7;
   if (type == KFD_IOC_QUEUE_TYPE_COMPUTE) {
     q.eop_buffer_address = eop_.address, q.eop_buffer_size = eop_.bytes;

@@ -44,6 +44,9 @@ constexpr std::uint32_t kLdsGranule = 512;     // COMPUTE_PGM_RSRC2.LDS_SIZE uni
 constexpr std::uint32_t kFlights = 4096;       // values in flight at most (and timestamp slots)
 constexpr std::uint32_t kMarks = 8192;         // part starts remembered for fault reports
 constexpr std::uint64_t kGpuClockHz = 100'000'000;  // the GPU timestamp counter (assumed)
+// The XCC (within the partition) the compute queue runs on, where the GPU has several: a
+// PM4 queue runs on the one its queue_percentage names (docs/amd.md, "Several XCCs").
+constexpr std::uint32_t kPm4TargetXcc = 0;
 
 // KFD's per-allocation flags for each kind of memory.
 constexpr std::uint32_t kVramFlags = KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC |
@@ -339,7 +342,7 @@ class Device final : public edge::Driver {
   pm4::Gen gen_ = pm4::Gen::Gfx11;  // the packets' generation (generation_of)
   sdma::Version sdma_ = sdma::Version::Sdma6;  // its SDMA engine's (sdma_of)
   CodeLimits limits_;                // what the processor's code may use (code_limits)
-  std::uint32_t xccs_ = 1;           // the topology's num_xcc: compute dies that read the queue
+  std::uint32_t xccs_ = 1;           // the topology's num_xcc: compute dies (the queue runs on one)
   volatile std::uint64_t* word_;
   Edge edge_;
 

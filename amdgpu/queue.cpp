@@ -21,11 +21,6 @@ bool Device::runs(const rig_part& p, std::uint32_t i, char* why) const {
       auto& l = p.work.launch;
       auto* t = static_cast<const LaunchTemplate*>(l.launch);
       if (!t) return rig_never(why, "part %u: a launch of no kernel", i), false;
-      if (xccs_ > 1) {
-        rig_never(why, "part %u: a launch of %s on %s, whose %u XCCs each read the queue: dispatches across several "
-                  "XCCs are not built yet", i, t->name, gpu_.arch.c_str(), xccs_);
-        return false;
-      }
       static constexpr char axes[] = "xyz";
       std::uint64_t threads = 1;
       for (int k = 0; k < 3; ++k) {

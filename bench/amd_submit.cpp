@@ -1,5 +1,5 @@
 // The submit bench's launches on AMD GPUs (amd_submit.hpp): the empty kernel of
-// bench/amd_kernels.c, built for gfx1100 and embedded here, and the driver's own part of a
+// bench/amd_kernels.c, built for gfx1100, gfx942 and gfx90a and embedded here, and the driver's own part of a
 // launch submission, timed on a driver of the same GPU opened for it outside rig.
 #include "amd_submit.hpp"
 
@@ -24,19 +24,23 @@
 #include "../tools/machine.hpp"
 #include <rig/amd.hpp>
 
-extern const unsigned char rig_amd_bench_kernels[];
-extern const std::size_t rig_amd_bench_kernels_size;
+extern const unsigned char rig_amd_bench_kernels[], rig_amd_bench_kernels_gfx942[], rig_amd_bench_kernels_gfx90a[];
+extern const std::size_t rig_amd_bench_kernels_size, rig_amd_bench_kernels_gfx942_size, rig_amd_bench_kernels_gfx90a_size;
 
 namespace rig::bench {
 namespace {
 
-constexpr std::string_view kArch = "gfx1100";  // the processor bench/amd_kernels.c is built for
 constexpr const char* kKernel = "bench_empty";
 // Submissions in a burst, between untimed waits for the device's work (as submit.cpp).
 constexpr std::uint64_t kBurst = 64;
 
-std::span<const std::byte> kernel_bytes() {
-  return {reinterpret_cast<const std::byte*>(rig_amd_bench_kernels), rig_amd_bench_kernels_size};
+// The empty kernel's code object for processor `arch`, empty for one it is not built for.
+std::span<const std::byte> kernel_bytes(std::string_view arch) {
+  auto bytes = [](const unsigned char* p, std::size_t n) { return std::span(reinterpret_cast<const std::byte*>(p), n); };
+  if (arch == "gfx1100") return bytes(rig_amd_bench_kernels, rig_amd_bench_kernels_size);
+  if (arch == "gfx942") return bytes(rig_amd_bench_kernels_gfx942, rig_amd_bench_kernels_gfx942_size);
+  if (arch == "gfx90a") return bytes(rig_amd_bench_kernels_gfx90a, rig_amd_bench_kernels_gfx90a_size);
+  return {};
 }
 
 // The machine's GPU named as `device` is, if it is one.
@@ -49,14 +53,14 @@ std::optional<tool::Gpu> gpu_of(const Device& device) {
 std::optional<std::string> refuses(const Device& device) {
   if (!device.name().starts_with("AMD:") || !gpu_of(device))
     return fmt::format("{} is not one of this machine's AMD GPUs", device.name());
-  if (device.arch() != kArch)
-    return fmt::format("the bench's AMD kernel is built for {} only, and {} is {}", kArch, device.name(),
-                       device.arch());
+  if (kernel_bytes(device.arch()).empty())
+    return fmt::format("the bench's AMD kernel is built for gfx1100, gfx942 and gfx90a only, and {} is {}",
+                       device.name(), device.arch());
   return std::nullopt;
 }
 
 Function kernel(const Device& device) {
-  auto image = Image::load(device, kernel_bytes());
+  auto image = Image::load(device, kernel_bytes(device.arch()));
   if (!image)
     throw std::runtime_error(fmt::format("loading the bench's kernel on {}: {}", device.name(), image.error()));
   auto f = image->resolve(kKernel);
@@ -69,7 +73,8 @@ Function kernel(const Device& device) {
 // hands one, with a launch part whose parameters are the buffers' addresses.
 class OwnDriver {
  public:
-  explicit OwnDriver(const tool::Gpu& gpu) : name_(gpu.name) {
+  // `arch`: the GPU's processor, whose build of the kernel it places.
+  OwnDriver(const tool::Gpu& gpu, std::string arch) : name_(gpu.name), arch_(std::move(arch)) {
     auto made = gpu.make().make(&word_page_[0]);
     if (!made) throw std::runtime_error(fmt::format("opening a second driver of {}: {}", name_, made.error()));
     driver_ = std::move(*made);
@@ -152,7 +157,7 @@ class OwnDriver {
     }
   }
   void place_kernel() {
-    auto code = driver_->image(kernel_bytes());
+    auto code = driver_->image(kernel_bytes(arch_));
     if (!code) throw std::runtime_error(fmt::format("{} refuses the bench's kernel: {}", name_, code.error()));
     if (auto* loaded = std::get_if<edge::Loaded>(&*code)) {
       image_ = loaded->image;
@@ -173,7 +178,7 @@ class OwnDriver {
 
   // The word's page: the driver maps it for the GPU, as it does a word outside rig_words.
   alignas(4096) static inline volatile std::uint64_t word_page_[512] = {};
-  std::string name_;
+  std::string name_, arch_;
   std::unique_ptr<edge::Driver> driver_;
   void* edge_ = nullptr;
   std::optional<int> hang_ms_;
@@ -269,7 +274,7 @@ double ns_since(std::chrono::steady_clock::time_point t0) {
 Figure driver_part(const Device& device, int repeats) {
   if (auto why = refuses(device)) throw std::invalid_argument(*why);
   const tool::Gpu gpu = *gpu_of(device);
-  OwnDriver own(gpu);
+  OwnDriver own(gpu, std::string(device.arch()));
   // What one launch value writes: its dwords in COMPUTE:0's ring and its kernel arguments
   // (the launch's parameters, the hidden arguments, the dispatch packet). The floor copies
   // exactly these.

@@ -1,10 +1,12 @@
 // conformance_targets.cpp — the AMD driver's target of the conformance suite
 // (docs/conformance.md): the driver of amdgpu/ on the simulator of tests/sim/amd, a gfx1100
-// whose command processors run on threads of their own, as hardware's do.
+// whose command processors run on threads of their own, as hardware's do, and a simulated
+// MI300X (gfx942, 8 XCCs), MI300A (gfx942, 6 XCCs) and MI250X (gfx90a), whose dispatches run
+// on the CDNA interpreter.
 //
 // Each device is a simulated GPU of its own, as a machine with many GPUs has: two devices of
-// the target are two GPUs. The laws load conformance_kernels.c, built for gfx1100, as its
-// image.
+// the target are two GPUs. The laws load conformance_kernels.c, built for the target's
+// processor, as its image.
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
@@ -24,8 +26,10 @@
 #include "pm4.hpp"
 #include "sim.hpp"
 
-extern const unsigned char rig_amd_conformance_kernels[];
-extern const std::size_t rig_amd_conformance_kernels_size;
+extern const unsigned char rig_amd_conformance_kernels[], rig_amd_conformance_kernels_gfx942[],
+    rig_amd_conformance_kernels_gfx90a[];
+extern const std::size_t rig_amd_conformance_kernels_size, rig_amd_conformance_kernels_gfx942_size,
+    rig_amd_conformance_kernels_gfx90a_size;
 
 namespace {
 
@@ -40,11 +44,11 @@ constexpr int kHangMs = 500;
 
 // A new simulator. rig keeps a device's driver, and with it the seam, after the device
 // closes, so every simulator lives until the process exits.
-sim::amd::Simulator& new_simulator() {
+sim::amd::Simulator& new_simulator(const sim::amd::Config& config) {
   static auto* mutex = new std::mutex;
   static auto* all = new std::vector<std::unique_ptr<sim::amd::Simulator>>;
   std::lock_guard g(*mutex);
-  return *all->emplace_back(std::make_unique<sim::amd::Simulator>());
+  return *all->emplace_back(std::make_unique<sim::amd::Simulator>(config));
 }
 
 // Work of one value that runs at least a given time, as a long kernel would: a WAIT_REG_MEM
@@ -52,7 +56,7 @@ sim::amd::Simulator& new_simulator() {
 // value starts, that is once the device's word shows the value before it.
 class SlowWork {
  public:
-  explicit SlowWork(Device d) : device_(std::move(d)) {}
+  SlowWork(Device d, pm4::Gen gen) : device_(std::move(d)), gen_(gen) {}
 
   Point submit(std::chrono::milliseconds ms) {
     std::lock_guard g(mutex_);
@@ -64,7 +68,7 @@ class SlowWork {
     // flag only after that one's value completed: the flag only rises.
     const std::uint32_t n = ++raised_;
     std::vector<std::uint32_t> words(1 + pm4::kWaitRegMemBody);
-    pm4::Pm4(pm4::Gen::Gfx11, words).wait_mem32(flag_->address(), pm4::Compare::GreaterEqual, n);
+    pm4::Pm4(gen_, words).wait_mem32(flag_->address(), pm4::Compare::GreaterEqual, n);
     Buffer buffer = Buffer::create(device_, words.size() * 4);
     buffer.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy(words.begin(), words.end(), x.begin()); });
     Submission::Part part{"COMPUTE:0", {}, Submission::Words{buffer}};
@@ -86,28 +90,39 @@ class SlowWork {
  private:
   std::mutex mutex_;
   Device device_;
+  pm4::Gen gen_;
   std::optional<Buffer> flag_;
   std::uint32_t raised_ = 0;
 };
 
-conformance::Target simulator_target() {
-  const std::string name = "AMD-SIM:gfx1100";
+// A simulated GPU the target runs the laws on: its simulator's configuration, its PM4
+// generation and conformance_kernels.c built for its processor.
+struct Simulated {
+  std::string name, about;
+  sim::amd::Config config;
+  pm4::Gen gen;
+  const unsigned char* kernels;
+  std::size_t kernels_size;
+};
+
+conformance::Target simulator_target(const Simulated& gpu) {
+  const std::string name = gpu.name;
   conformance::Target t;
   t.name = name;
-  t.about = fmt::format("the AMD driver on the simulator of tests/sim/amd (a gfx1100 per device, hang_ms {})", kHangMs);
+  t.about = fmt::format("the AMD driver on the simulator of tests/sim/amd ({} per device, hang_ms {})", gpu.about, kHangMs);
   t.commit_bound = 1;  // submit rings the doorbells itself (rig/amd.hpp)
-  t.image.assign(reinterpret_cast<const std::byte*>(rig_amd_conformance_kernels),
-                 reinterpret_cast<const std::byte*>(rig_amd_conformance_kernels) + rig_amd_conformance_kernels_size);
+  t.image.assign(reinterpret_cast<const std::byte*>(gpu.kernels),
+                 reinterpret_cast<const std::byte*>(gpu.kernels) + gpu.kernels_size);
   t.function = "conf_nothing";
-  t.open = [name](const conformance::Wrap& wrap) {
-    sim::amd::Simulator* sim = &new_simulator();
+  t.open = [name, config = gpu.config, gen = gpu.gen](const conformance::Wrap& wrap) {
+    sim::amd::Simulator* sim = &new_simulator(config);
     rig::amd::Options options;
     options.hang_ms = kHangMs;
     // driver_target gives the device a name of its own, counts the memory its driver
     // allocates, and wraps its opener.
     conformance::Opened o =
         conformance::driver_target(name, [sim, options] { return rig::amd::opener(0, *sim, options); }, 1).open(wrap);
-    o.slow = [work = std::make_shared<SlowWork>(o.device)](std::chrono::milliseconds ms) { return work->submit(ms); };
+    o.slow = [work = std::make_shared<SlowWork>(o.device, gen)](std::chrono::milliseconds ms) { return work->submit(ms); };
     return o;
   };
   return t;
@@ -115,7 +130,16 @@ conformance::Target simulator_target() {
 
 conformance::Registration amd_targets{"amdgpu", [] {
   std::vector<conformance::Target> out;
-  out.push_back(simulator_target());
+  out.push_back(simulator_target({"AMD-SIM:gfx1100", "a gfx1100", sim::amd::Config{}, pm4::Gen::Gfx11,
+                                  rig_amd_conformance_kernels, rig_amd_conformance_kernels_size}));
+  out.push_back(simulator_target({"AMD-SIM:mi300x", "an MI300X, gfx942 of 8 XCCs", sim::amd::Config::mi300x(),
+                                  pm4::Gen::Gfx9_4, rig_amd_conformance_kernels_gfx942,
+                                  rig_amd_conformance_kernels_gfx942_size}));
+  out.push_back(simulator_target({"AMD-SIM:mi300a", "an MI300A, gfx942 of 6 XCCs", sim::amd::Config::mi300a(),
+                                  pm4::Gen::Gfx9_4, rig_amd_conformance_kernels_gfx942,
+                                  rig_amd_conformance_kernels_gfx942_size}));
+  out.push_back(simulator_target({"AMD-SIM:mi250x", "an MI250X, gfx90a", sim::amd::Config::mi250x(), pm4::Gen::Gfx9_4,
+                                  rig_amd_conformance_kernels_gfx90a, rig_amd_conformance_kernels_gfx90a_size}));
   return out;
 }};
 

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <thread>
 
+#include <fcntl.h>
+
 #include "decode.hpp"
 #include "fake_driver.hpp"
 #include "kfd.hpp"
@@ -121,21 +123,124 @@ TEST_CASE("gpus lists a GPU's compute units and XCCs as the topology gives them"
   }
 }
 
-TEST_CASE("a gfx942 device of several XCCs runs gfx9 packets and refuses a launch, naming the processor and the XCCs") {
+TEST_CASE("a gfx942 device of several XCCs runs its compute queue on XCC 0: a launch runs its grid once, the word moves once") {
+  struct Part {
+    sim::amd::Config config;
+    std::uint32_t cus, xccs;
+  };
+  for (const auto& part : {Part{sim::amd::Config::mi300x(), 304, 8}, Part{sim::amd::Config::mi300a(), 228, 6}}) {
+    CAPTURE(part.xccs);
+    auto& sim = simulator(part.config);
+    Opened d(sim);
+    CHECK(d->facts().arch == "gfx942");
+    const auto* abi = d->capability(rig::amd::kAbi);
+    REQUIRE(abi);
+    CHECK(abi->wave_size == 64);
+    CHECK(abi->compute_units == part.cus);
+    CHECK(abi->xccs == part.xccs);
+    CHECK(abi->lds_bytes == 64 * 1024);
+    // The driver names XCC 0 in the compute queue's queue_percentage; the simulator runs
+    // the queue on that XCC's command processor alone.
+    CHECK(sim.compute_queue_xccs() == std::vector<std::uint32_t>{0});
+    // Each value's head and tail are gfx9's ACQUIRE_MEM and RELEASE_MEM, which the simulated
+    // command processor reads in gfx9's dialect (it faults on gfx11's).
+    Buffer out = Buffer::create(d, 4);
+    writes(d, out, 7);
+    CHECK(sim.faults().empty());
+    auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
+    REQUIRE_MESSAGE(image, image.error());
+    auto f = image->resolve("vector_add");
+    REQUIRE(f);
+    auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+    auto block = s.block(0);
+    const std::uint32_t n = 3 * 64;
+    Run run;
+    run.groups(block, 3);
+    run.threads(block, 64);
+    run.set(block, 24, n);
+    Buffer a = Buffer::create(d, 1024), b = Buffer::create(d, 1024), c = Buffer::create(d, 1024);
+    a.write<float>([](std::span<float> x) { for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i); });
+    b.write<float>([](std::span<float> x) { std::fill(x.begin(), x.end(), 0.5f); });
+    const std::uint64_t before = sim.dispatches();
+    Buffer reads[] = {a, b}, written[] = {c};
+    auto p = submit(s, run, reads, written);
+    p.wait();
+    CHECK(sim.faults().empty());
+    CHECK(sim.dispatches() - before == 1);  // one command processor ran the grid, once
+    CHECK(*d->facts().word == p.value());
+    auto sums = c.read<float>([](std::span<const float> x) { return std::vector<float>(x.begin(), x.end()); });
+    bool right = true;
+    for (std::uint32_t i = 0; i < n; ++i) right = right && sums[i] == float(i) + 0.5f;
+    CHECK(right);
+    CHECK(!d->lost());
+    writes(d, out, 8);
+  }
+}
+
+TEST_CASE("the simulator refuses a compute queue on an XCC the GPU does not have") {
+  // queue_percentage bits 8..15 name the queue's XCC: one past MI300A's six is refused
+  // with EINVAL, while the last of them gets past that check to the next (the ring, which
+  // these arguments leave unmapped: EFAULT).
+  auto& sim = simulator(sim::amd::Config::mi300a());
+  Opened d(sim);  // which acquires the GPU's VM, as queues need
+  const std::size_t queues = sim.live_queues();
+  const int fd = sim.open("/dev/kfd", O_RDWR);
+  REQUIRE(fd >= 0);
+  auto create = [&](std::uint32_t xcc) {
+    kfd_ioctl_create_queue_args q{};
+    q.gpu_id = sim.config().gpu_id;
+    q.queue_type = KFD_IOC_QUEUE_TYPE_COMPUTE;
+    q.queue_percentage = KFD_MAX_QUEUE_PERCENTAGE | xcc << 8;
+    q.ring_size = 4096;
+    return sim.ioctl(fd, AMDKFD_IOC_CREATE_QUEUE, &q);
+  };
+  CHECK(create(6) == -EINVAL);
+  CHECK(create(5) == -EFAULT);
+  CHECK(sim.live_queues() == queues);
+  sim.close(fd);
+}
+
+namespace {
+
+// The simulator's seam, keeping the arguments of the last compute queue the driver created.
+struct QueueSpy final : os::Seam {
+  sim::amd::Simulator& sim;
+  std::optional<kfd_ioctl_create_queue_args> compute;
+  int kfd = -1;
+  explicit QueueSpy(sim::amd::Simulator& s) : sim(s) {}
+  int open(const char* path, int flags) override { return sim.open(path, flags); }
+  int close(int fd) override { return sim.close(fd); }
+  int ioctl(int fd, unsigned long request, void* arg) override {
+    int r = sim.ioctl(fd, request, arg);
+    auto* q = static_cast<kfd_ioctl_create_queue_args*>(arg);
+    if (request == AMDKFD_IOC_CREATE_QUEUE && r == 0 && q->queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE)
+      compute = *q, kfd = fd;
+    return r;
+  }
+  std::expected<void*, int> mmap(void* addr, std::size_t length, int prot, int flags, int fd, off_t offset) override {
+    return sim.mmap(addr, length, prot, flags, fd, offset);
+  }
+  int munmap(void* addr, std::size_t length) override { return sim.munmap(addr, length); }
+  int poll(pollfd* fds, nfds_t count, int timeout_ms) override { return sim.poll(fds, count, timeout_ms); }
+  ssize_t read(int fd, void* buffer, std::size_t n) override { return sim.read(fd, buffer, n); }
+  int eventfd(unsigned initial, int flags) override { return sim.eventfd(initial, flags); }
+};
+
+}  // namespace
+
+TEST_CASE("the simulator faults a launch whose ring a second XCC's queue reads too: the grid would run twice") {
+  // tinygrad's way to every XCC is a compute queue per XCC over one ring. A PM4 queue splits
+  // no dispatch among XCCs, so rig's packets on such a ring would run each grid once per
+  // XCC and write the word at each XCC's own end of pipe: the simulator refuses both.
   auto& sim = simulator(sim::amd::Config::mi300x());
-  Opened d(sim);
-  CHECK(d->facts().arch == "gfx942");
-  const auto* abi = d->capability(rig::amd::kAbi);
-  REQUIRE(abi);
-  CHECK(abi->wave_size == 64);
-  CHECK(abi->compute_units == 304);
-  CHECK(abi->xccs == 8);
-  CHECK(abi->lds_bytes == 64 * 1024);
-  // Each value's head and tail are gfx9's ACQUIRE_MEM and RELEASE_MEM, which the simulated
-  // command processor reads in gfx9's dialect (it faults on gfx11's).
-  Buffer out = Buffer::create(d, 4);
-  writes(d, out, 7);
-  CHECK(sim.faults().empty());
+  auto* spy = new QueueSpy(sim);  // rig keeps a device's seam until the process exits
+  auto opened = rig::open(rig::amd::opener(0, *spy));
+  REQUIRE_MESSAGE(opened, opened.error());
+  Device d = *opened;
+  REQUIRE(spy->compute);
+  kfd_ioctl_create_queue_args second = *spy->compute;
+  second.queue_percentage = KFD_MAX_QUEUE_PERCENTAGE | 1u << 8;  // XCC 1, the same ring
+  REQUIRE(sim.ioctl(spy->kfd, AMDKFD_IOC_CREATE_QUEUE, &second) == 0);
   auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
   REQUIRE_MESSAGE(image, image.error());
   auto f = image->resolve("vector_add");
@@ -148,12 +253,20 @@ TEST_CASE("a gfx942 device of several XCCs runs gfx9 packets and refuses a launc
   run.set(block, 24, std::uint32_t(64));
   Buffer a = Buffer::create(d, 256), b = Buffer::create(d, 256), c = Buffer::create(d, 256);
   Buffer reads[] = {a, b}, written[] = {c};
-  CHECK_THROWS_WITH_AS(submit(s, run, reads, written),
-                       "AMD:0: part 0: a launch of vector_add on gfx942, whose 8 XCCs each read the queue: "
-                       "dispatches across several XCCs are not built yet",
-                       std::invalid_argument);
-  CHECK(!d->lost());
-  writes(d, out, 8);
+  const std::uint64_t before = sim.dispatches();
+  CHECK_THROWS_AS(submit(s, run, reads, written).wait(), Lost);
+  const auto faults = sim.faults();
+  REQUIRE(!faults.empty());
+  CHECK(faults.back().find("PM4 DISPATCH_DIRECT on a ring the compute queues of XCC 0 and XCC 1 both read") !=
+        std::string::npos);
+  CHECK(sim.dispatches() == before);
+  kfd_ioctl_destroy_queue_args destroy{};
+  destroy.queue_id = second.queue_id;
+  CHECK(sim.ioctl(spy->kfd, AMDKFD_IOC_DESTROY_QUEUE, &destroy) == 0);
+  try {
+    d.close();
+  } catch (const std::exception&) {
+  }
 }
 
 TEST_CASE("a gfx942 device copies and fills past SDMA 4's 4 MiB count in several packets") {
@@ -274,29 +387,97 @@ TEST_CASE("a code object for another processor is refused at load, naming both")
   CHECK(Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx90a.co", RIG_AMD_KERNEL_DIR))));
 }
 
-TEST_CASE("a gfx90a launch reaches the command processor as a wave64 dispatch with every register it reads set") {
+TEST_CASE("a gfx9 launch on one XCC runs its wave64 code: vector_add's sums on gfx90a and gfx942") {
+  struct Part {
+    sim::amd::Config config;
+    const char* arch;
+  };
+  for (const auto& part : {Part{sim::amd::Config::mi250x(), "gfx90a"},
+                           Part{{.arch = "gfx942", .compute_units = 38, .xccs = 1}, "gfx942"}}) {
+    CAPTURE(part.arch);
+    auto& sim = simulator(part.config);
+    Opened d(sim);
+    auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_{}.co", RIG_AMD_KERNEL_DIR, part.arch)));
+    REQUIRE_MESSAGE(image, image.error());
+    auto f = image->resolve("vector_add");
+    REQUIRE(f);
+    auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+    auto block = s.block(0);
+    const std::uint32_t n = 120;  // two groups of 64, the last partly idle
+    Run run;
+    run.groups(block, 2);
+    run.threads(block, 64);
+    run.set(block, 24, n);
+    Buffer a = Buffer::create(d, 512), b = Buffer::create(d, 512), c = Buffer::create(d, 512);
+    a.write<float>([](std::span<float> x) { for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.5f; });
+    b.write<float>([](std::span<float> x) { for (std::size_t i = 0; i < x.size(); ++i) x[i] = 100.0f - float(i); });
+    c.write<float>([](std::span<float> x) { std::fill(x.begin(), x.end(), -1.0f); });
+    const std::uint64_t before = sim.dispatches();
+    Buffer reads[] = {a, b}, written[] = {c};
+    submit(s, run, reads, written).wait();
+    CHECK(sim.faults().empty());
+    CHECK(sim.dispatches() - before == 1);
+    auto sums = c.read<float>([](std::span<const float> x) { return std::vector<float>(x.begin(), x.end()); });
+    bool right = true;
+    for (std::uint32_t i = 0; i < n; ++i) right = right && sums[i] == float(i) * 0.5f + (100.0f - float(i));
+    CHECK(right);
+    CHECK(sums[n] == -1.0f);  // past n: untouched
+  }
+}
+
+namespace {
+
+// Submits a dispatch of one group on `d`'s COMPUTE:0 with every register the simulator
+// requires set but COMPUTE_TMPRING_SIZE where `tmpring` is false, its DISPATCH_DIRECT
+// written out by hand with CS_W32_EN as `wave32` says (the builder refuses wave32 on gfx9),
+// and waits for it: it must fault.
+void bad_gfx9_dispatch(const Device& d, bool tmpring, bool wave32) {
+  std::array<std::uint32_t, 64> words{};
+  pm4::Pm4 pc(pm4::Gen::Gfx9_4, words);
+  std::uint32_t zero2[2] = {0, 0}, zero3[3] = {0, 0, 0}, one3[6] = {0, 0, 0, 1, 1, 1};
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_LO, zero2);
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC1, zero2);
+  pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC3, 0);
+  if (tmpring) pc.set_sh_reg(pm4::reg::COMPUTE_TMPRING_SIZE, 0);
+  pc.set_sh_reg(pm4::reg::COMPUTE_RESTART_X, zero3);
+  pc.set_sh_reg(pm4::reg::COMPUTE_START_X, one3);
+  const std::uint32_t dispatch[] = {pm4::header(pm4::kDispatchDirect, pm4::kDispatchDirectBody), 1, 1, 1,
+                                    pm4::kInitiatorComputeShaderEn | (wave32 ? pm4::kInitiatorCsW32En : 0)};
+  pc.packets(dispatch);
+  Buffer packets = Buffer::create(d, pc.size() * 4);
+  packets.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy_n(words.begin(), pc.size(), x.begin()); });
+  Submission::Part part{"COMPUTE:0", {}, Submission::Words{packets}};
+  Run run;
+  auto p = submit(Submission::make(d, std::span(&part, 1), 0, 0), run, {}, {});
+  CHECK_THROWS_AS(p.wait(), Lost);
+}
+
+}  // namespace
+
+TEST_CASE("a wave32 dispatch on a gfx9 GPU faults the queue, naming CS_W32_EN") {
+  // The simulator's command processor refuses what the hardware cannot run: gfx9 has no
+  // wave32, so a DISPATCH_DIRECT with CS_W32_EN set is a malformed packet, and nothing runs.
   auto& sim = simulator(sim::amd::Config::mi250x());
   Opened d(sim);
-  auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx90a.co", RIG_AMD_KERNEL_DIR)));
-  REQUIRE_MESSAGE(image, image.error());
-  auto f = image->resolve("vector_add");
-  REQUIRE(f);
-  auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
-  auto block = s.block(0);
-  Run run;
-  run.groups(block, 2);
-  run.threads(block, 64);
-  run.set(block, 24, std::uint32_t(128));
-  Buffer a = Buffer::create(d, 512), b = Buffer::create(d, 512), c = Buffer::create(d, 512);
-  Buffer reads[] = {a, b}, written[] = {c};
-  auto p = submit(s, run, reads, written);
-  // The simulator checks the dispatch's registers, then stops at the wave64 interpreter it
-  // does not have: the device is lost naming the kernel, and nothing before it faulted.
-  CHECK_THROWS_AS(p.wait(), Lost);
+  bad_gfx9_dispatch(d, true, true);
   const auto faults = sim.faults();
   REQUIRE(faults.size() == 1);
-  CHECK(faults[0].find("PM4 DISPATCH_DIRECT of wave64: the interpreter runs wave32 only") != std::string::npos);
+  CHECK(faults[0].find("PM4 DISPATCH_DIRECT: CS_W32_EN on gfx9, which has no wave32") != std::string::npos);
   CHECK(d->lost());
+  CHECK(sim.dispatches() == 0);
+}
+
+TEST_CASE("a gfx9 dispatch before COMPUTE_TMPRING_SIZE was set faults the queue, naming the register") {
+  // The CDNA interpreter takes each work-item's private bytes from it: a dispatch that never
+  // set it would run on whatever the register held.
+  auto& sim = simulator(sim::amd::Config::mi250x());
+  Opened d(sim);
+  bad_gfx9_dispatch(d, false, false);
+  const auto faults = sim.faults();
+  REQUIRE(faults.size() == 1);
+  CHECK(faults[0].find("PM4 DISPATCH_DIRECT before COMPUTE_TMPRING_SIZE was set") != std::string::npos);
+  CHECK(d->lost());
+  CHECK(sim.dispatches() == 0);
 }
 
 TEST_CASE("memory has one address for the host and the GPU, and the budget is VRAM") {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <variant>
@@ -24,6 +25,7 @@
 
 #include "decode.hpp"
 #include "gfx11.hpp"
+#include "gfx9.hpp"
 
 namespace rig::sim::amd {
 namespace {
@@ -140,11 +142,20 @@ struct Simulator::Impl final : gfx11::Memory {
 
   // gfx11::Memory, and the engines' view of memory: null outside mapped memory.
   std::byte* at(std::uint64_t address, std::size_t bytes, bool write) override;
+  // The same view for the gfx9 interpreter.
+  struct Gfx9Memory final : gfx9::Memory {
+    Impl& sim;
+    explicit Gfx9Memory(Impl& s) : sim(s) {}
+    std::byte* at(std::uint64_t address, std::size_t bytes, bool write) override { return sim.at(address, bytes, write); }
+  } gfx9_memory{*this};
 
   // Events: KFD's set_event, and an interrupt carrying a context id.
   void set_event(Event& e);
   void interrupt(std::uint32_t context);
   void fault(Queue& q, std::string why, bool page, std::uint64_t address, bool write);
+  // Another live compute queue over q's ring, on another XCC, if there is one: its XCC's
+  // command processor reads the same packets (as tinygrad's queue per XCC does).
+  std::optional<std::uint32_t> ring_shared_with(const Queue& q);
   // While the engines are held, q's engine sleeps here, counted as parked.
   void park(const Queue& q);
 
@@ -164,6 +175,7 @@ struct Queue {
   std::uint32_t id, type, doorbell;  // doorbell: its index in the doorbell page
   std::uint64_t ring, ring_bytes, rptr_address, wptr_address;
   std::uint64_t rptr = 0;  // consumed, in the queue's units (dwords for PM4, bytes for SDMA)
+  std::uint32_t xcc = 0;   // a compute queue's XCC, whose command processor runs it
   std::atomic<bool> stop{false};
   bool faulted = false;
   std::array<std::uint32_t, 0x400> sh{};     // SH registers, from 0x2C00
@@ -561,6 +573,11 @@ int Simulator::Impl::create_queue(kfd_ioctl_create_queue_args& a) {
     return -EINVAL;  // AQL and XGMI SDMA queues are not simulated
   if ((a.queue_percentage & 0xff) > KFD_MAX_QUEUE_PERCENTAGE || a.queue_priority > KFD_MAX_QUEUE_PRIORITY)
     return -EINVAL;
+  // Bits 8..15: the XCC a PM4 compute queue runs on (kfd_chardev.c's pm4_target_xcc). The
+  // queue's command processor is that XCC's, and it alone reads the ring; one past the
+  // GPU's XCCs is refused here (what KFD then does is not known: the firmware reads it).
+  const std::uint32_t target_xcc = (a.queue_percentage >> 8) & 0xff;
+  if (a.queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE && target_xcc >= config.xccs) return -EINVAL;
   if (a.ring_size < KFD_MIN_QUEUE_RING_SIZE || (a.ring_size & (a.ring_size - 1))) return -EINVAL;
   auto mapped = [&](std::uint64_t address, std::uint64_t n) { return at(address, n, true) != nullptr; };
   if (!mapped(a.ring_base_address, a.ring_size)) return -EFAULT;
@@ -581,6 +598,7 @@ int Simulator::Impl::create_queue(kfd_ioctl_create_queue_args& a) {
   *reinterpret_cast<volatile std::uint64_t*>(at(a.read_pointer_address, 8, true)) = 0;
   auto q = std::make_unique<Queue>(*this, id, a.queue_type, doorbell, a.ring_base_address, a.ring_size,
                                    a.read_pointer_address, a.write_pointer_address);
+  q->xcc = a.queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE ? target_xcc : 0;
   a.queue_id = id;
   a.doorbell_offset = kMmapTypeDoorbell | std::uint64_t(config.gpu_id) << kGpuIdShift | std::uint64_t(doorbell) * 8;
   auto* raw = q.get();
@@ -725,6 +743,21 @@ std::size_t Simulator::live_doorbell_maps() const {
 std::size_t Simulator::live_queues() const {
   std::lock_guard g(impl_->mutex);
   return impl_->queues.size();
+}
+std::optional<std::uint32_t> Simulator::Impl::ring_shared_with(const Queue& q) {
+  std::lock_guard g(mutex);
+  for (const auto& [id, other] : queues)
+    if (id != q.id && other->type == KFD_IOC_QUEUE_TYPE_COMPUTE && other->ring == q.ring && other->xcc != q.xcc)
+      return other->xcc;
+  return std::nullopt;
+}
+
+std::vector<std::uint32_t> Simulator::compute_queue_xccs() const {
+  std::lock_guard g(impl_->mutex);
+  std::vector<std::uint32_t> out;
+  for (const auto& [id, q] : impl_->queues)
+    if (q->type == KFD_IOC_QUEUE_TYPE_COMPUTE) out.push_back(q->xcc);
+  return out;
 }
 std::size_t Simulator::live_events() const {
   std::lock_guard g(impl_->mutex);
@@ -891,6 +924,14 @@ bool Queue::pm4_packet(const Pm4Packet& packet, const std::string& name, int dep
   if (auto* d = std::get_if<DispatchDirect>(&packet)) return dispatch(*d);
   if (auto* r = std::get_if<ReleaseMem>(&packet)) {
     // Every earlier packet has completed (dispatches run to their end): the end of pipe is now.
+    // Only of this XCC, though: another reading the ring would write the same again, once
+    // its own work is done.
+    if (auto other = sim.ring_shared_with(*this)) {
+      sim.fault(*this, fmt::format("PM4 RELEASE_MEM on a ring the compute queues of XCC {} and XCC {} both read: each "
+                                   "would write it at its own end of pipe, before the other's work is done", xcc, *other),
+                false, 0, false);
+      return false;
+    }
     if (r->data_sel == 1) {
       std::uint32_t v = std::uint32_t(r->data);
       if (!write(r->address, &v, 4, "RELEASE_MEM")) return false;
@@ -960,14 +1001,24 @@ bool Queue::dispatch(const DispatchDirect& d) {
   for (int k = 0; k < 3; ++k)
     if (!need(NUM_THREAD_X + k, "COMPUTE_NUM_THREAD_X/Y/Z") || !need(START_X + k, "COMPUTE_START_X/Y/Z"))
       return false;
-  gfx11::Dispatch g;
-  g.code = (std::uint64_t(reg(PGM_HI)) << 32 | reg(PGM_LO)) << 8;
-  g.rsrc1 = reg(RSRC1), g.rsrc2 = reg(RSRC2), g.rsrc3 = reg(RSRC3);
-  std::uint32_t user = (g.rsrc2 >> 1) & 0x1f;
+  constexpr std::uint32_t TMPRING_SIZE = 0xB860 / 4;
+  // A PM4 queue's MQD has TG chunk size 0 and logical XCC id 0 (kfd_mqd_manager_v9.c): no
+  // dispatch is split among XCCs, so each XCC reading this ring would run the whole grid.
+  if (auto other = sim.ring_shared_with(*this)) {
+    sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT on a ring the compute queues of XCC {} and XCC {} both read: "
+                                 "PM4 queues split no dispatch, so each would run the whole grid", xcc, *other),
+              false, 0, false);
+    return false;
+  }
+  const std::uint64_t code = (std::uint64_t(reg(PGM_HI)) << 32 | reg(PGM_LO)) << 8;
+  const std::uint32_t rsrc2 = reg(RSRC2);
+  std::array<std::uint32_t, 16> user_data{};
+  std::uint32_t user = (rsrc2 >> 1) & 0x1f;
   for (std::uint32_t i = 0; i < user; ++i) {
     if (!need(USER_DATA_0 + i, "the COMPUTE_USER_DATA registers its USER_SGPR count reads")) return false;
-    g.user_data[i] = reg(USER_DATA_0 + i);
+    user_data[i] = reg(USER_DATA_0 + i);
   }
+  std::uint32_t threads[3];
   for (int k = 0; k < 3; ++k) {
     if (reg(START_X + k)) {
       sim.fault(*this, "PM4 DISPATCH_DIRECT with COMPUTE_START_X/Y/Z not 0 is not simulated", false, 0, false);
@@ -978,30 +1029,50 @@ bool Queue::dispatch(const DispatchDirect& d) {
       sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT with COMPUTE_NUM_THREAD {:#x}", t), false, 0, false);
       return false;
     }
-    g.threads[k] = t;
+    threads[k] = t;
   }
+  auto finish = [&](bool ok, bool page_fault, std::uint64_t address, bool write, const std::string& fault,
+                    std::uint64_t instructions) {
+    sim.instructions += instructions;
+    if (ok) return true;
+    if (stop) return false;
+    sim.fault(*this, fault, page_fault, page_fault ? address : 0, page_fault && write);
+    return false;
+  };
+  if (sim.dialect == Pm4Dialect::Gfx9) {
+    // gfx90a and gfx942 run wave64 only (the decoder's gfx9 dialect refuses CS_W32_EN).
+    // Private memory per work-item is COMPUTE_TMPRING_SIZE.WAVESIZE (1 KiB units on gfx9,
+    // bits 12..24) over the wave's 64 lanes.
+    if (!need(TMPRING_SIZE, "COMPUTE_TMPRING_SIZE")) return false;
+    gfx9::Dispatch g;
+    g.target = sim.arch == "gfx90a" ? gfx9::Target::gfx90a : gfx9::Target::gfx942;
+    g.code = code, g.rsrc1 = reg(RSRC1), g.rsrc2 = rsrc2, g.rsrc3 = reg(RSRC3), g.user_data = user_data;
+    for (int k = 0; k < 3; ++k) g.threads[k] = threads[k];
+    g.groups[0] = d.x, g.groups[1] = d.y, g.groups[2] = d.z;
+    g.wave64 = true;
+    g.private_bytes = std::uint32_t(((reg(TMPRING_SIZE) >> 12) & 0x1fff) * 1024 / 64);
+    ++sim.dispatches;
+    auto o = gfx9::run(g, sim.gfx9_memory, stop);
+    return finish(o.ok, o.page_fault, o.fault_address, o.write, o.fault, o.instructions);
+  }
+  gfx11::Dispatch g;
+  g.code = code, g.rsrc1 = reg(RSRC1), g.rsrc2 = rsrc2, g.rsrc3 = reg(RSRC3), g.user_data = user_data;
+  for (int k = 0; k < 3; ++k) g.threads[k] = threads[k];
   g.groups[0] = d.x, g.groups[1] = d.y, g.groups[2] = d.z;
   g.wave32 = d.wave32;
   if (!g.wave32) {
-    sim.fault(*this, "PM4 DISPATCH_DIRECT of wave64: the interpreter runs wave32 only", false, 0, false);
+    sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT without CS_W32_EN on {}: the simulator runs its code in wave32 only",
+                                 sim.arch), false, 0, false);
     return false;
   }
   if (!sim.arch.starts_with("gfx11")) {
-    sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT on {}: the simulator interprets gfx11 code only", sim.arch), false,
-              0, false);
+    sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT on {}: the simulator interprets gfx11 and gfx9 code only", sim.arch),
+              false, 0, false);
     return false;
   }
   ++sim.dispatches;
-  auto outcome = gfx11::run(g, sim, stop);
-  sim.instructions += outcome.instructions;
-  if (outcome.ok) return true;
-  if (stop) return false;
-  if (outcome.page_fault) {
-    sim.fault(*this, outcome.fault, true, outcome.fault_address, outcome.write);
-  } else {
-    sim.fault(*this, outcome.fault, false, 0, false);
-  }
-  return false;
+  auto o = gfx11::run(g, sim, stop);
+  return finish(o.ok, o.page_fault, o.fault_address, o.write, o.fault, o.instructions);
 }
 
 bool Queue::step_sdma(std::uint64_t wptr) {

@@ -11,14 +11,16 @@
 //   unmap/free of VRAM, GTT and userptr memory, queues, events, clock counters), checking
 //   each argument as the kernel does and answering -errno otherwise; "device memory" is host
 //   memory (memfd), mapped for the process at the address the driver asks for;
-// - runs each queue on its own thread, as hardware does: a command processor that decodes
+// - runs each queue on its own thread, as hardware does: a command processor (on a GPU of
+//   several XCCs, that of the XCC the queue's queue_percentage bits 8..15 name) that decodes
 //   PM4 (tests/sim/amd/decode.hpp) and an SDMA engine that decodes SDMA packets, from the
 //   ring up to the doorbell's write pointer, validating every field and faulting the queue
 //   (a KFD hardware-exception event) on anything malformed; GPU addresses outside mapped
 //   memory fault the queue with a KFD memory event naming the address;
 // - keeps a 100 MHz GPU clock (RELEASE_MEM/COPY_DATA/SDMA timestamps, clock counters);
 // - signals KFD events on RELEASE_MEM and SDMA TRAP interrupts, for sleepers;
-// - runs dispatches on a gfx11 (RDNA3, wave32) interpreter, one wave at a time.
+// - runs dispatches on a gfx11 (RDNA3, wave32) interpreter, or on gfx9 GPUs on the CDNA
+//   (wave64) interpreter of gfx9.hpp, one wave at a time.
 // Faults are also kept as text (faults()) for tests. Other paths and anonymous mappings go to
 // the real system (os::system()).
 #pragma once
@@ -75,6 +77,8 @@ class Simulator final : public os::Seam {
   // Buffers allocated and not freed, queues and events alive, open descriptors.
   std::size_t live_buffers() const;
   std::size_t live_queues() const;
+  // The XCCs the live compute queues run on, in the order they were created.
+  std::vector<std::uint32_t> compute_queue_xccs() const;
   std::size_t live_events() const;
   std::size_t live_doorbell_maps() const;  // mappings of the doorbell page not unmapped
   std::size_t open_files() const;
