@@ -1,0 +1,53 @@
+// nv.hpp — rig's own NVIDIA driver over the kernel driver's resource manager (RM) and UVM,
+// for rig::open.
+//
+// A device "NV:i" is the i-th GPU the kernel driver lists (CARD_INFO). Everything the
+// driver asks of the operating system goes through the os::Seam it is given: os::system()
+// on a machine with the NVIDIA kernel driver, the simulator of tests/sim/nv in the tests.
+//
+// Opening: the driver opens /dev/nvidiactl, /dev/nvidia<minor> and /dev/nvidia-uvm (twice),
+// checks the kernel driver's version (CHECK_VERSION_STR, else the legacy GET_BUILD_VERSION
+// control), and makes a client, the device and its subdevice, the usermode page (the
+// doorbell), a VA space registered with UVM, a channel group with a compute channel and a
+// copy channel (their GPFIFO rings and USERD in video memory, their error notifier), reads
+// their work-submit tokens and schedules the group. The GPU's work addresses memory only
+// through UVM external ranges, which gVisor's nvproxy allows.
+// make returns Error, naming the device, the reason and what to do, when /dev/nvidiactl or
+// /dev/nvidia-uvm is missing, the GPU is not listed, the kernel driver's version is not one
+// whose layouts the driver knows (580; the environment variable RIG_NV_DRIVER_VERSION_OK=1
+// opens another anyway, for experiments), the GPU offers neither Hopper's classes (arch
+// "sm_90") nor Ampere's ("sm_80"), or RM refuses a step (naming the step and RM's status).
+//
+// The device:
+// - Memory: every region is RM memory mapped in the GPU's VA space at an address of the
+//   driver's choosing (alignment 4096; not the host's address, host_addresses is false):
+//   Device is video memory, Mapped video memory with a CPU mapping, Pinned system memory
+//   with a CPU mapping. The budget is the video memory CARD_INFO lists.
+//   map_host maps page-aligned host memory as an OS-descriptor memory at the GPU address
+//   that is its own host address.
+// - Queues: "COPY:0" {Copy, Fill} and "COMPUTE:0" {Words, Fill, Launch} are named, but the
+//   work they run is not built yet: room answers NEVER to every part, saying so.
+// - Code: images are not built yet: image returns Error saying so.
+// - Closing (stop, or the driver's destruction) frees every RM object and UVM range the
+//   device made and closes its files.
+#pragma once
+
+#include <rig/edge.hpp>
+#include <rig/os.hpp>
+
+#include <cstdint>
+
+namespace rig::nv {
+
+// An opener of "NV:<index>", talking to the kernel driver through `seam`.
+edge::Opener<> opener(int index, os::Seam& seam = os::system());
+
+// The RM handles of a device an opener of this file made, for reading what its GPU sees (the
+// simulator's read_gpu takes them): its client and its VA space. Error if `driver` is another
+// driver's or closed.
+struct Objects {
+  std::uint32_t client = 0, vaspace = 0;
+};
+Result<Objects> objects_of(edge::Driver& driver);
+
+}  // namespace rig::nv

@@ -1,0 +1,262 @@
+// rig's NVIDIA driver (nvgpu/) on the NVIDIA simulator (tests/sim/nv/): each test is one
+// promise or refusal of rig/nv.hpp.
+#include <doctest/doctest.h>
+
+#include <rig/nv.hpp>
+#include <rig/rig.hpp>
+
+#include <sim.hpp>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+
+using namespace rig;
+namespace nvsim = rig::sim::nv;
+
+namespace {
+
+// A page of timeline words of the tests' own, one per make.
+alignas(4096) volatile std::uint64_t words[512] = {};
+int next_word = 0;
+volatile std::uint64_t* word() { return &words[next_word++ % 512]; }
+
+// The driver made directly, so that its regions can be read through the simulator.
+std::unique_ptr<edge::Driver> make(nvsim::Simulator& sim, int index = 0) {
+  auto made = nv::opener(index, sim).make(word());
+  REQUIRE_MESSAGE(made, made.error());
+  return std::move(*made);
+}
+std::string refusal(os::Seam& seam, int index = 0) {
+  auto made = nv::opener(index, seam).make(word());
+  REQUIRE(!made);
+  return made.error();
+}
+bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+// A seam that is the simulator but for the files it hides.
+class Hiding final : public os::Seam {
+ public:
+  Hiding(nvsim::Simulator& sim, std::string hidden) : sim_(sim), hidden_(std::move(hidden)) {}
+  int open(const char* path, int flags) override { return path == hidden_ ? -ENOENT : sim_.open(path, flags); }
+  int close(int fd) override { return sim_.close(fd); }
+  int ioctl(int fd, unsigned long request, void* arg) override { return sim_.ioctl(fd, request, arg); }
+  std::expected<void*, int> mmap(void* addr, std::size_t length, int prot, int flags, int fd, off_t offset) override {
+    return sim_.mmap(addr, length, prot, flags, fd, offset);
+  }
+  int munmap(void* addr, std::size_t length) override { return sim_.munmap(addr, length); }
+  int poll(pollfd* fds, nfds_t count, int timeout_ms) override { return sim_.poll(fds, count, timeout_ms); }
+  ssize_t read(int fd, void* buffer, std::size_t n) override { return sim_.read(fd, buffer, n); }
+  int eventfd(unsigned initial, int flags) override { return sim_.eventfd(initial, flags); }
+
+ private:
+  nvsim::Simulator& sim_;
+  std::string hidden_;
+};
+
+// The environment variable set for one scope.
+struct Env {
+  const char* name;
+  Env(const char* n, const char* value) : name(n) { ::setenv(n, value, 1); }
+  ~Env() { ::unsetenv(name); }
+};
+
+}  // namespace
+
+TEST_CASE("NV:0 opens on the simulated Hopper as sm_90 with its two queues and the video memory CARD_INFO lists") {
+  nvsim::Simulator sim;
+  auto d = rig::open(nv::opener(0, sim));
+  REQUIRE_MESSAGE(d, d.error());
+  CHECK(d->name() == "NV:0");
+  const auto& f = d->facts();
+  CHECK(f.arch == "sm_90");
+  CHECK(f.budget == sim.config().vram_bytes);
+  REQUIRE(f.queues.size() == 2);
+  CHECK(f.queues[0] == Queue{"COPY:0", {Kind::Copy, Kind::Fill}});
+  CHECK(f.queues[1] == Queue{"COMPUTE:0", {Kind::Words, Kind::Fill, Kind::Launch}});
+  CHECK(f.copy_engine == 0);
+  CHECK(f.maps_host);
+  CHECK(!f.host_addresses);
+  CHECK(f.alignment == 4096);
+  // The bring-up made its objects without one refusal: client, device, subdevice, usermode,
+  // VA space, group, ring memory, notifier, share, two channels, two engine objects.
+  CHECK(sim.errors().empty());
+  CHECK(sim.live_objects() == 13);
+  CHECK(sim.live_uvm_ranges() == 1);
+  CHECK(sim.live_cpu_mappings() == 2);  // the usermode page and the rings
+  d->close();
+}
+
+TEST_CASE("the Ampere table opens as sm_80, and gvisor mode opens as outside it") {
+  nvsim::Config ampere;
+  ampere.classes = nvsim::kAmpere;
+  nvsim::Simulator a(ampere);
+  CHECK(make(a)->facts().arch == "sm_80");
+  CHECK(a.errors().empty());
+  nvsim::Config gvisor;
+  gvisor.gvisor = true;
+  nvsim::Simulator g(gvisor);
+  CHECK(make(g)->facts().arch == "sm_90");
+  CHECK(g.errors().empty());
+}
+
+TEST_CASE("a missing /dev/nvidiactl or /dev/nvidia-uvm is an Error naming the file and what to do") {
+  nvsim::Simulator sim;
+  Hiding no_ctl(sim, "/dev/nvidiactl");
+  const std::string ctl = refusal(no_ctl);
+  CHECK(has(ctl, "NV:0: cannot open /dev/nvidiactl: ENOENT"));
+  CHECK(has(ctl, "modprobe nvidia"));
+  Hiding no_uvm(sim, "/dev/nvidia-uvm");
+  const std::string uvm = refusal(no_uvm);
+  CHECK(has(uvm, "NV:0: cannot open /dev/nvidia-uvm: ENOENT"));
+  CHECK(has(uvm, "modprobe nvidia-uvm"));
+  CHECK(sim.live_objects() == 0);  // the refused open freed its client
+  CHECK(sim.open_files() == 0);
+}
+
+TEST_CASE("a kernel driver of another branch is refused naming both versions, unless RIG_NV_DRIVER_VERSION_OK=1") {
+  nvsim::Config config;
+  config.driver_version = "575.64.05";
+  nvsim::Simulator sim(config);
+  const std::string why = refusal(sim);
+  CHECK(has(why, "NV:0: the NVIDIA kernel driver is version 575.64.05"));
+  CHECK(has(why, "the 580 branch"));
+  CHECK(has(why, "RIG_NV_DRIVER_VERSION_OK=1"));
+  CHECK(sim.live_objects() == 0);
+  {
+    Env other("RIG_NV_DRIVER_VERSION_OK", "yes");  // only "1" opens
+    CHECK(has(refusal(sim), "version 575.64.05"));
+  }
+  Env ok("RIG_NV_DRIVER_VERSION_OK", "1");
+  CHECK(make(sim)->facts().arch == "sm_90");
+}
+
+TEST_CASE("a GPU without Hopper's or Ampere's classes is refused, naming the compute classes it offers") {
+  nvsim::Config config;
+  config.classes = nvsim::Classes{0xC96F, 0xCDC0, 0xC9B5, 0xC761, 100};
+  nvsim::Simulator sim(config);
+  const std::string why = refusal(sim);
+  CHECK(has(why, "NV:0: the GPU offers no class set"));
+  CHECK(has(why, "0xcdc0"));
+  CHECK(sim.live_objects() == 0);
+}
+
+TEST_CASE("NV:1 on a machine of one GPU is an Error saying how many the driver lists") {
+  nvsim::Simulator sim;
+  CHECK(has(refusal(sim, 1), "NV:1: the NVIDIA kernel driver lists 1 GPU, so there is no NV:1"));
+}
+
+TEST_CASE("Mapped and Pinned memory: the bytes the CPU writes are the bytes the GPU reads at the region's address") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  auto objects = nv::objects_of(*d);
+  REQUIRE_MESSAGE(objects, objects.error());
+  for (Memory kind : {Memory::Mapped, Memory::Pinned}) {
+    auto r = d->alloc(kind, 10'000);
+    REQUIRE(r);
+    const auto at = d->locate(*r);
+    REQUIRE(at.address);
+    REQUIRE(at.host);
+    CHECK(*at.address % 4096 == 0);
+    CHECK(*at.address >= (1ull << 48));  // above every host address
+    std::vector<std::uint8_t> bytes(10'000), seen(10'000);
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::uint8_t(i * 7 + int(kind));
+    std::memcpy(reinterpret_cast<void*>(*at.host), bytes.data(), bytes.size());
+    REQUIRE(sim.read_gpu(objects->client, objects->vaspace, *at.address, seen.data(), seen.size()));
+    CHECK(seen == bytes);
+    d->free(*r);
+    CHECK(!sim.read_gpu(objects->client, objects->vaspace, *at.address, seen.data(), 1));  // unmapped
+  }
+  auto dev = d->alloc(Memory::Device, 1 << 20);
+  REQUIRE(dev);
+  const auto at = d->locate(*dev);
+  CHECK(at.address);
+  CHECK(!at.host);  // video memory without a CPU mapping
+  std::uint8_t byte = 1;
+  CHECK(sim.read_gpu(objects->client, objects->vaspace, *at.address + (1 << 20) - 1, &byte, 1));
+  CHECK(sim.errors().empty());
+}
+
+TEST_CASE("Device memory past the video memory is no room (nullopt), not a fault") {
+  nvsim::Config config;
+  config.vram_bytes = 64ull << 20;
+  nvsim::Simulator sim(config);
+  auto d = make(sim);
+  CHECK(!d->alloc(Memory::Device, 128ull << 20));
+  auto fits = d->alloc(Memory::Device, 32ull << 20);
+  CHECK(fits);
+}
+
+TEST_CASE("map_host maps page-aligned host memory at its own address, and refuses what is not page-aligned") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  auto objects = nv::objects_of(*d);
+  REQUIRE(objects);
+  void* pages = ::mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(pages != MAP_FAILED);
+  std::memset(pages, 0x5A, 3 * 4096);
+  const auto host = reinterpret_cast<std::uintptr_t>(pages);
+  auto mapping = d->map_host(host, 3 * 4096);
+  REQUIRE(std::holds_alternative<edge::Region>(mapping));
+  const auto r = std::get<edge::Region>(mapping);
+  const auto at = d->locate(r);
+  CHECK(at.address == host);
+  CHECK(at.host == host);
+  std::uint8_t seen[16]{};
+  static_cast<std::uint8_t*>(pages)[2 * 4096 + 5] = 0xC3;
+  REQUIRE(sim.read_gpu(objects->client, objects->vaspace, host + 2 * 4096, seen, sizeof seen));
+  CHECK(seen[0] == 0x5A);
+  CHECK(seen[5] == 0xC3);
+  CHECK(std::holds_alternative<edge::Never>(d->map_host(host + 8, 4096)));
+  d->free(r);
+  CHECK(!sim.read_gpu(objects->client, objects->vaspace, host, seen, 1));
+  ::munmap(pages, 3 * 4096);
+}
+
+TEST_CASE("room refuses every part while the queues run no work, naming the queue; image says loading is not built") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  void* edge = d->facts().edge;
+  const auto* table = *static_cast<const rig_driver* const*>(edge);
+  for (std::uint32_t queue : {0u, 1u}) {
+    rig_part part{};
+    part.queue = queue;
+    part.kind = queue == 0 ? RIG_KIND_COPY : RIG_KIND_LAUNCH;
+    char why[RIG_WHY] = "";
+    CHECK(table->room(edge, &part, 1, 0, why) == RIG_NEVER);
+    CHECK(has(why, queue == 0 ? "work on COPY:0 of NV:0 is not built yet" : "work on COMPUTE:0 of NV:0 is not built yet"));
+  }
+  const std::byte nothing[4]{};
+  auto image = d->image(nothing);
+  REQUIRE(!image);
+  CHECK(has(image.error(), "NV:0: loading kernels is not built yet"));
+}
+
+TEST_CASE("closing frees every RM object, UVM range, CPU mapping and file, over many rounds") {
+  nvsim::Simulator sim;
+  for (int round = 0; round < 20; ++round) {
+    auto d = make(sim);
+    auto a = d->alloc(Memory::Mapped, 8192);
+    auto b = d->alloc(Memory::Pinned, 4096);
+    auto c = d->alloc(Memory::Device, 1 << 16);
+    REQUIRE((a && b && c));
+    if (round % 2) d->free(*b);  // some freed before, the rest at close
+    if (round % 3 == 0) d->stop("lost");
+    d.reset();
+    REQUIRE(sim.live_objects() == 0);
+    REQUIRE(sim.live_uvm_ranges() == 0);
+    REQUIRE(sim.live_uvm_maps() == 0);
+    REQUIRE(sim.live_cpu_mappings() == 0);
+    REQUIRE(sim.open_files() == 0);
+  }
+  CHECK(sim.errors().empty());
+  auto d = make(sim);
+  CHECK(nv::objects_of(*d));
+  d->stop("lost");
+  CHECK(has(nv::objects_of(*d).error(), "closed"));
+  CHECK(sim.live_objects() == 0);
+}
