@@ -193,6 +193,18 @@ Result<void> Device::make_channels() {
     Channel& ch = i == 0 ? compute_ : copy_;
     ch.ring_address = channel_memory_.address + std::uint64_t(i) * kGpRingBytes;
     ch.userd_offset = kUserdAt + std::uint64_t(i) * kUserdBytes;
+    ch.gp_ring = reinterpret_cast<std::uint32_t*>(channel_memory_.host + std::uint64_t(i) * kGpRingBytes);
+    ch.userd = channel_memory_.host + ch.userd_offset;
+    ch.engine_class = i == 0 ? gen_->compute : gen_->copy;
+    ch.subchannel = i == 0 ? kComputeSubchannel : kCopySubchannel;
+    auto push = make_memory(kSysmem, kPushBytes);
+    if (!push) return std::unexpected(failed("making a push buffer", push.error()));
+    auto pushed = place(*push, kPushBytes, true);
+    if (!pushed) {
+      rm_.free(*push);
+      return std::unexpected(failed("mapping a push buffer", pushed.error()));
+    }
+    ch.push = *pushed;
     ChannelParams c{};
     c.hObjectError = notifier_;
     c.gpFifoOffset = ch.ring_address;
@@ -214,10 +226,56 @@ Result<void> Device::make_channels() {
         !r)
       return std::unexpected(failed(i == 0 ? "the compute channel" : "the copy channel", r.error()));
   }
+  auto control = make_memory(kSysmem, kPage);
+  if (!control) return std::unexpected(failed("making the sequence words", control.error()));
+  auto placed_control = place(*control, kPage, true);
+  if (!placed_control) {
+    rm_.free(*control);
+    return std::unexpected(failed("mapping the sequence words", placed_control.error()));
+  }
+  control_ = *placed_control;
+  std::memset(control_.host, 0, kPage);
+  if (auto r = map_windows(); !r) return r;
   std::uint8_t enable[3] = {1, 0, 0};  // NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS: bEnable, bSkipSubmit, bSkipEnable
   if (auto r = rm_.control(group_, kCtrlSchedule, enable, sizeof enable, "GPFIFO_SCHEDULE"); !r)
     return std::unexpected(failed("scheduling the channel group", r.error()));
   return {};
+}
+
+Result<void> Device::map_windows() {
+  // rig_words (every device's timeline word, which other devices' queues wait on) and, where
+  // the caller gave a word of its own, that word's page: OS-descriptor memory at addresses of
+  // the heap, below the semaphores' limit.
+  auto window = [&](std::uintptr_t host, std::uint64_t bytes) -> Result<void> {
+    Nvos02WithFd a{rm_.root, device_, 0, kOsDescriptor, kOsDescriptorFlags, 0, host, bytes - 1, ~0u, 0, -1, 0};
+    auto r = rm_.escape(rm_.dev, kEscAllocMemory, &a, sizeof a, "RM_ALLOC_MEMORY");
+    if (!r) return std::unexpected(failed("mapping the timeline words", r.error()));
+    if (a.status != kOk)
+      return std::unexpected(failed("mapping the timeline words",
+                                    "RM_ALLOC_MEMORY: RM refused it with " + status_name(a.status)));
+    auto b = place(a.hObjectNew, bytes, false);
+    if (!b) {
+      rm_.free(a.hObjectNew);
+      return std::unexpected(failed("mapping the timeline words", b.error()));
+    }
+    window_blocks_.push_back(*b);
+    windows_.push_back({host, bytes, b->address});
+    return {};
+  };
+  const auto words = reinterpret_cast<std::uintptr_t>(&rig_words[0]) & ~(kPage - 1);
+  const auto words_end = round_up(reinterpret_cast<std::uintptr_t>(&rig_words[RIG_WORDS]), kPage);
+  if (auto r = window(words, words_end - words); !r) return r;
+  const auto word = reinterpret_cast<std::uintptr_t>(word_);
+  if (word < words || word + 8 > words_end)
+    if (auto r = window(word & ~(kPage - 1), kPage); !r) return r;
+  return {};
+}
+
+std::uint64_t Device::window_address(const volatile void* host) const {
+  const auto h = reinterpret_cast<std::uintptr_t>(host);
+  for (const Window& w : windows_)
+    if (h >= w.host && h + 8 <= w.host + w.bytes) return w.address + (h - w.host);
+  return 0;
 }
 
 edge::Facts Device::facts() {
@@ -227,6 +285,7 @@ edge::Facts Device::facts() {
   f.queues = {{"COPY:0", {Kind::Copy, Kind::Fill}}, {"COMPUTE:0", {Kind::Words, Kind::Fill, Kind::Launch}}};
   f.copy_engine = 0;
   f.completion = edge::Completion::Store;
+  f.waits = {true, true};
   f.hang_ms = 10'000;
   f.maps_host = true;
   f.host_addresses = false;
@@ -248,7 +307,10 @@ void Device::close() {
   }
   // The channel group (its channels with it) before the memory their rings lie in.
   if (group_) rm_.free(group_), group_ = 0;
-  if (channel_memory_.memory) drop(channel_memory_), channel_memory_ = {};
+  for (Block* b : {&channel_memory_, &compute_.push, &copy_.push, &control_})
+    if (b->memory) drop(*b), *b = {};
+  for (Block& b : window_blocks_) drop(b);
+  window_blocks_.clear(), windows_.clear(), flights_.clear();
   if (usermode_page_) unmap_cpu(subdevice_, usermode_, usermode_page_, kUsermodeBytes, usermode_fd_, usermode_linear_);
   usermode_page_ = nullptr, usermode_fd_ = -1;
   // Freeing the client frees every object under it (RM_FREE takes the subtree).

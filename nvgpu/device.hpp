@@ -1,6 +1,10 @@
 // device.hpp — the NVIDIA driver's device, shared by the files of nvgpu/ that implement it
 // (internal: rig/nv.hpp is the driver's contract).
 //
+// The channels' GPFIFO rings, USERDs, push buffers and the sequence words are driver memory
+// the CPU writes through RM mappings; the CPU writes a value's methods into the push buffers,
+// a GP entry into each ring, GPPut into USERD, and the channel's token into the doorbell.
+//
 // The files follow the contract's concepts: rm.cpp the kernel driver's calls; device.cpp
 // opening (the bring-up), the facts and closing; memory.cpp regions (RM memory mapped in the
 // GPU's VA space through UVM external ranges); queue.cpp the hand-over (room, submit,
@@ -12,7 +16,9 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <span>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,9 +58,24 @@ constexpr std::uint64_t kGpRingBytes = 0x10000;
 constexpr std::uint64_t kUserdAt = 2 * kGpRingBytes, kUserdBytes = 0x1000;
 constexpr std::uint64_t kChannelMemoryBytes = kUserdAt + 2 * kUserdBytes;
 
-// Where the driver places its regions in the GPU's VA space: above every host address
-// (x86-64 user addresses lie below 2^47), so that map_host can take a host address as is.
-constexpr std::uint64_t kHeapBase = 1ull << 48, kHeapEnd = kVaBase + kVaSize;
+// Where the driver places its regions in the GPU's VA space: below 2^40, the limit of host
+// semaphores and GP entries (push.hpp), and above 2^32, where x86-64 processes place no memory
+// but a non-PIE program's image; map_host refuses host memory inside it.
+constexpr std::uint64_t kHeapBase = 1ull << 32, kHeapEnd = 1ull << 40;
+
+// The push buffers: a ring of system memory per channel, written by the CPU.
+constexpr std::uint64_t kPushBytes = 1 << 20;
+// The subchannels the engines are bound to (facts: bring-up step 21).
+constexpr std::uint32_t kComputeSubchannel = 1, kCopySubchannel = 4;
+// Bounds of the words room plans for (each above what its verbs write, push.cpp).
+constexpr std::uint64_t kBindWords = 4;      // SET_OBJECT
+constexpr std::uint64_t kAcquireWords = 8;   // a host semaphore acquire
+constexpr std::uint64_t kReleaseWords = 8;   // a host semaphore release
+constexpr std::uint64_t kBoxWords = 24;      // a copy or fill of one row or box
+constexpr std::uint64_t kEndWords = kReleaseWords + 4;  // the timeline release and NON_STALL_INTERRUPT
+// The control page's words: each channel's sequence word (64-bit), which it releases for the
+// other channel to acquire.
+constexpr std::uint64_t kComputeSequence = 0, kCopySequence = 8;
 
 // A region: RM memory, its GPU range and its CPU mapping, if any.
 struct Block {
@@ -69,11 +90,34 @@ struct Block {
   bool from_heap = false;        // address came from the driver's heap (not map_host)
 };
 
-// A channel: its RM objects, its ring and its USERD.
+// A channel: its RM objects, its GPFIFO ring and USERD, its push buffer.
 struct Channel {
   std::uint32_t handle = 0, engine = 0;
   std::uint32_t token = 0;  // the work-submit token the doorbell takes
   std::uint64_t ring_address = 0, userd_offset = 0;
+  std::uint32_t* gp_ring = nullptr;  // the CPU's view of the GPFIFO ring
+  std::byte* userd = nullptr;        // the CPU's view of USERD
+  Block push;                        // the push buffer
+  std::uint64_t push_head = 0;       // bytes written, ever
+  std::uint64_t push_tail = 0;       // bytes the GPU is done with (by the timeline word)
+  std::uint64_t gp_put = 0;          // GP entries written, ever
+  std::uint64_t gp_tail = 0;         // GP entries done
+  std::uint64_t sequence = 0;        // the last value of its sequence word released
+  bool bound = false;                // its engine class is bound (SET_OBJECT)
+  std::uint32_t engine_class = 0, subchannel = 0;
+  std::vector<std::uint32_t> words;  // the value being encoded
+};
+
+// A value in flight: where each channel's push buffer and GP ring end after it.
+struct Flight {
+  std::uint64_t value = 0;
+  std::uint64_t push_end[2]{}, gp_end[2]{};
+};
+
+// Host memory the GPU sees at an address of the driver's (rig_words, the timeline word).
+struct Window {
+  std::uintptr_t host = 0;
+  std::uint64_t bytes = 0, address = 0;
 };
 
 class Device;
@@ -124,6 +168,20 @@ class Device final : public edge::Driver {
   void close();
   std::string failed(std::string_view step, const std::string& why) const;
 
+  Result<void> map_windows();
+  // The GPU's address of the host word at `host` through a window, or 0.
+  std::uint64_t window_address(const volatile void* host) const;
+
+  // ---- queue.cpp
+  void reclaim();
+  // Bytes channel c's push buffer takes for `bytes` more from its head: those skipped to its
+  // start where they would straddle its end, and theirs.
+  std::uint64_t push_cost(const Channel& c, std::uint64_t bytes) const;
+  int plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, std::uint64_t words[2], char* why) const;
+  void put(Channel& c, std::span<const std::uint32_t> w) { c.words.insert(c.words.end(), w.begin(), w.end()); }
+  void sync(int from, int to);
+  void hand_over(Channel& c);
+
   // ---- memory.cpp
   // A block of RM memory `memory` of `bytes` (whole pages): mapped in the GPU's VA space (at
   // `at`, or a heap address when 0) and, with `cpu`, for the CPU. Error says which step failed.
@@ -154,7 +212,12 @@ class Device final : public edge::Driver {
   int usermode_fd_ = -1;
   std::uint64_t usermode_linear_ = 0;
   Block channel_memory_;
-  Channel compute_, copy_;
+  Channel compute_, copy_;  // channel 0 is COMPUTE's (queue 1), channel 1 COPY's (queue 0)
+  Channel* channel_of(std::uint32_t queue) { return queue == 0 ? &copy_ : &compute_; }
+  Block control_;           // the sequence words
+  std::vector<Window> windows_;
+  std::vector<Block> window_blocks_;
+  std::deque<Flight> flights_;
 
   std::mutex memory_lock_;  // the regions and the heap
   std::map<std::uintptr_t, Block> blocks_;

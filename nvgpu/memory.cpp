@@ -156,6 +156,7 @@ edge::Location Device::locate(edge::Region r) {
 edge::Mapping Device::map_host(std::uintptr_t host, std::size_t bytes) {
   if (!open_ || host % kPage || bytes == 0) return edge::Never{};
   const std::uint64_t size = round_up(bytes, kPage);
+  if (host < kHeapEnd && host + size > kHeapBase) return edge::Never{};  // where the driver's regions lie
   std::lock_guard lock(memory_lock_);
   // The host's pages as an OS descriptor, on the GPU's file, then in the VA space at their
   // own address.

@@ -23,10 +23,23 @@
 //   driver's choosing (alignment 4096; not the host's address, host_addresses is false):
 //   Device is video memory, Mapped video memory with a CPU mapping, Pinned system memory
 //   with a CPU mapping. The budget is the video memory CARD_INFO lists.
-//   map_host maps page-aligned host memory as an OS-descriptor memory at the GPU address
-//   that is its own host address.
-// - Queues: "COPY:0" {Copy, Fill} and "COMPUTE:0" {Words, Fill, Launch} are named, but the
-//   work they run is not built yet: room answers NEVER to every part, saying so.
+//   Regions lie in [2^32, 2^40) of the GPU's VA space. map_host maps page-aligned host memory
+//   as OS-descriptor memory at the GPU address that is its own host address (Never for memory
+//   inside [2^32, 2^40), where the regions lie).
+// - Queues: "COPY:0" {Copy, Fill}, the copy channel, and "COMPUTE:0" {Words, Fill, Launch},
+//   the compute channel. Copy parts copy boxes (rows up to 2^32 - 1 bytes wide and apart) or
+//   fill them with a byte on the copy engine; Words parts place their words on the compute
+//   channel's push buffer as they are (methods of the host and compute classes, compute bound
+//   to subchannel 1). Fill parts and launches are not built yet: room answers NEVER, saying so.
+//   A part that follows a part of the other queue starts after it (the channels release and
+//   acquire 64-bit sequence words). A value's part of each push buffer is at most 512 KiB;
+//   room answers NEVER past that, LATER while values in flight hold the room.
+// - Completion: Store. Every value ends on the compute channel with a 64-bit semaphore
+//   release of v into the timeline word and a non-stall interrupt. submit rings the
+//   doorbells itself, so it always commits.
+// - Waits: the queues wait (64-bit semaphore acquires) for Store and Host producers whose
+//   words lie in rig_words or on the page of the device's own word, which the driver maps for
+//   the GPU below 2^40 when it opens; a wait on another word fails the submit.
 // - Code: images are not built yet: image returns Error saying so.
 // - Closing (stop, or the driver's destruction) frees every RM object and UVM range the
 //   device made and closes its files.

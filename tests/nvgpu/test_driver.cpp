@@ -7,7 +7,11 @@
 
 #include <sim.hpp>
 
+#include "push.hpp"
+
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -83,11 +87,12 @@ TEST_CASE("NV:0 opens on the simulated Hopper as sm_90 with its two queues and t
   CHECK(!f.host_addresses);
   CHECK(f.alignment == 4096);
   // The bring-up made its objects without one refusal: client, device, subdevice, usermode,
-  // VA space, group, ring memory, notifier, share, two channels, two engine objects.
+  // VA space, group, ring memory, notifier, share, two channels, two engine objects, two push
+  // buffers, the sequence words, rig_words' window.
   CHECK(sim.errors().empty());
-  CHECK(sim.live_objects() == 13);
-  CHECK(sim.live_uvm_ranges() == 1);
-  CHECK(sim.live_cpu_mappings() == 2);  // the usermode page and the rings
+  CHECK(sim.live_objects() == 17);
+  CHECK(sim.live_uvm_ranges() == 5);    // the rings, two push buffers, the sequence words, rig_words
+  CHECK(sim.live_cpu_mappings() == 5);  // the usermode page, the rings, the push buffers, the sequence words
   d->close();
 }
 
@@ -162,7 +167,8 @@ TEST_CASE("Mapped and Pinned memory: the bytes the CPU writes are the bytes the 
     REQUIRE(at.address);
     REQUIRE(at.host);
     CHECK(*at.address % 4096 == 0);
-    CHECK(*at.address >= (1ull << 48));  // above every host address
+    CHECK(*at.address >= (1ull << 32));  // the driver's heap: above 2^32, below the semaphores' 2^40
+    CHECK(*at.address + 10'000 <= (1ull << 40));
     std::vector<std::uint8_t> bytes(10'000), seen(10'000);
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::uint8_t(i * 7 + int(kind));
     std::memcpy(reinterpret_cast<void*>(*at.host), bytes.data(), bytes.size());
@@ -217,19 +223,186 @@ TEST_CASE("map_host maps page-aligned host memory at its own address, and refuse
   ::munmap(pages, 3 * 4096);
 }
 
-TEST_CASE("room refuses every part while the queues run no work, naming the queue; image says loading is not built") {
+namespace {
+
+// The device's C functions, and its timeline word.
+struct Table {
+  edge::Driver& d;
+  void* edge;
+  const rig_driver* table;
+  explicit Table(edge::Driver& driver)
+      : d(driver), edge(driver.facts().edge), table(*static_cast<const rig_driver* const*>(edge)) {}
+  int room(rig_part* parts, std::uint32_t count, std::string* why = nullptr, std::uint32_t waits = 0) {
+    char text[RIG_WHY] = "";
+    const int r = table->room(edge, parts, count, waits, text);
+    if (why) *why = text;
+    return r;
+  }
+  // Submits and waits (at most 5 s) for the word to show v.
+  bool run(rig_part* parts, std::uint32_t count, std::uint64_t v, const rig_wait* waits = nullptr,
+           std::uint32_t wait_count = 0, bool wait = true) {
+    std::string why;
+    REQUIRE_MESSAGE(room(parts, count, &why, wait_count) == RIG_FITS, why);
+    const char* failure = nullptr;
+    REQUIRE_MESSAGE(table->submit(edge, parts, count, waits, wait_count, v, nullptr, &failure) == RIG_COMMITTED,
+                    (failure ? failure : ""));
+    return !wait || reached(v);
+  }
+  bool reached(std::uint64_t v, int ms = 5000) {
+    const volatile std::uint64_t* w = d.facts().word;
+    for (int i = 0; i < ms && *w < v; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return *w >= v;
+  }
+};
+
+rig_part copy_part(std::uint64_t src, std::uint64_t dst, const rig_box* boxes, std::uint32_t count, int fill = -1) {
+  rig_part p{};
+  p.queue = 0;
+  p.kind = RIG_KIND_COPY;
+  p.work.copy = {src, dst, 0, 0, 0, 0, boxes, count, fill};
+  return p;
+}
+
+struct Region {
+  edge::Region r;
+  std::uint64_t address;
+  std::uint8_t* host;
+};
+Region mapped(edge::Driver& d, std::size_t n) {
+  auto r = d.alloc(Memory::Mapped, n);
+  REQUIRE(r);
+  auto l = d.locate(*r);
+  return {*r, *l.address, reinterpret_cast<std::uint8_t*>(*l.host)};
+}
+
+}  // namespace
+
+TEST_CASE("COPY:0 copies boxes and fills rows, and the value's release shows v in the timeline word") {
   nvsim::Simulator sim;
   auto d = make(sim);
-  void* edge = d->facts().edge;
-  const auto* table = *static_cast<const rig_driver* const*>(edge);
-  for (std::uint32_t queue : {0u, 1u}) {
-    rig_part part{};
-    part.queue = queue;
-    part.kind = queue == 0 ? RIG_KIND_COPY : RIG_KIND_LAUNCH;
-    char why[RIG_WHY] = "";
-    CHECK(table->room(edge, &part, 1, 0, why) == RIG_NEVER);
-    CHECK(has(why, queue == 0 ? "work on COPY:0 of NV:0 is not built yet" : "work on COMPUTE:0 of NV:0 is not built yet"));
+  Table t(*d);
+  auto src = mapped(*d, 1 << 16), dst = mapped(*d, 1 << 16);
+  for (int i = 0; i < 1 << 16; ++i) src.host[i] = std::uint8_t(i * 31 + 7);
+  std::memset(dst.host, 0, 1 << 16);
+  // 1000 bytes at 0; 3 rows of 100 bytes, 256 apart at the source and 512 at the destination.
+  const rig_box boxes[2] = {{0, 0, 1000, 1, 1000, 1000}, {4096, 8192, 100, 3, 256, 512}};
+  auto part = copy_part(src.address, dst.address, boxes, 2);
+  CHECK(t.run(&part, 1, 1));
+  CHECK(std::memcmp(dst.host, src.host, 1000) == 0);
+  for (int row = 0; row < 3; ++row) CHECK(std::memcmp(dst.host + 8192 + row * 512, src.host + 4096 + row * 256, 100) == 0);
+  CHECK(dst.host[1000] == 0);
+  CHECK(dst.host[8192 + 100] == 0);
+  // A fill of 2 rows of 10 bytes (not a multiple of 4: one-byte components).
+  const rig_box rows = {0, 20000, 10, 2, 0, 64};
+  auto fill = copy_part(0, dst.address, &rows, 1, 0xAB);
+  CHECK(t.run(&fill, 1, 2));
+  CHECK(dst.host[20000] == 0xAB);
+  CHECK(dst.host[20009] == 0xAB);
+  CHECK(dst.host[20010] == 0);
+  CHECK(dst.host[20064 + 9] == 0xAB);
+  CHECK(sim.faults().empty());
+}
+
+TEST_CASE("parts run in order across the queues: a copy after COMPUTE:0's words sees what they wrote") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  auto a = mapped(*d, 4096), b = mapped(*d, 4096);
+  std::memset(a.host, 0, 4096), std::memset(b.host, 0, 4096);
+  for (std::uint64_t v = 1; v <= 20; ++v) {
+    // Words: a host semaphore release of v at a; then the copy of a's 8 bytes into b.
+    std::uint32_t storage[16];
+    nv::Push p(storage);
+    nv::semaphore_release(p, a.address, 0x1000 + v);
+    rig_part parts[2]{};
+    parts[0].queue = 1, parts[0].kind = RIG_KIND_WORDS;
+    parts[0].work.words = {p.words().data(), p.words().size()};
+    const rig_box box{0, 8 * v, 8, 1, 8, 8};
+    parts[1] = copy_part(a.address, b.address, &box, 1);
+    const std::uint32_t after = 0;
+    parts[1].after = &after, parts[1].after_count = 1;
+    REQUIRE(t.run(parts, 2, v));
+    std::uint64_t seen;
+    std::memcpy(&seen, b.host + 8 * v, 8);
+    CHECK(seen == 0x1000 + v);
   }
+  CHECK(sim.faults().empty());
+}
+
+TEST_CASE("a value waits for a foreign word to reach its point before it runs") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  auto a = mapped(*d, 4096);
+  std::memset(a.host, 0, 4096);
+  volatile std::uint64_t& foreign = words[500];  // on the page of the device's own word
+  foreign = 0;
+  const rig_box box{0, 0, 8, 1, 8, 8};
+  auto fill = copy_part(0, a.address, &box, 1, 0x11);
+  const rig_wait wait{&foreign, 5, 7, 1};
+  t.run(&fill, 1, 1, &wait, 1, false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(*d->facts().word < 1);
+  CHECK(a.host[0] == 0);
+  foreign = 5;
+  CHECK(t.reached(1));
+  CHECK(a.host[0] == 0x11);
+}
+
+TEST_CASE("room refuses Fill and Launch (not built yet), kinds a queue does not run and parts over the push buffer") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  std::string why;
+  rig_part p{};
+  p.queue = 1, p.kind = RIG_KIND_LAUNCH;
+  CHECK(t.room(&p, 1, &why) == RIG_NEVER);
+  CHECK(has(why, "part 0: Launch on COMPUTE:0 of NV:0 is not built yet"));
+  p.queue = 0, p.kind = RIG_KIND_FILL;
+  CHECK(t.room(&p, 1, &why) == RIG_NEVER);
+  CHECK(has(why, "part 0: Fill on COPY:0 of NV:0 is not built yet"));
+  p.queue = 0, p.kind = RIG_KIND_WORDS;
+  CHECK(t.room(&p, 1, &why) == RIG_NEVER);
+  CHECK(has(why, "COPY:0 runs Copy and Fill, not kind 1"));
+  p.queue = 2;
+  CHECK(t.room(&p, 1, &why) == RIG_NEVER);
+  CHECK(has(why, "no queue 2"));
+  std::vector<std::uint32_t> many(200'000);
+  p.queue = 1, p.kind = RIG_KIND_WORDS, p.work.words = {many.data(), many.size()};
+  CHECK(t.room(&p, 1, &why) == RIG_NEVER);
+  CHECK(has(why, "COMPUTE:0's part of the submission takes"));
+  CHECK(has(why, "512 KiB"));
+  const rig_box wide{0, 0, 1ull << 33, 1, 0, 0};
+  auto copy = copy_part(1 << 20, 2 << 20, &wide, 1);
+  CHECK(t.room(&copy, 1, &why) == RIG_NEVER);
+  CHECK(has(why, "over the copy engine's 32 bits"));
+}
+
+TEST_CASE("room answers LATER while the push buffer is full of values in flight, FITS once they are done") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  volatile std::uint64_t& gate = words[501];
+  gate = 0;
+  const rig_wait wait{&gate, 1, 9, 1};
+  std::vector<std::uint32_t> nops(60'000, 0);  // 240 KB of zero words (a NOP header of count 0)
+  rig_part p{};
+  p.queue = 1, p.kind = RIG_KIND_WORDS, p.work.words = {nops.data(), nops.size()};
+  std::uint64_t v = 0;
+  while (t.room(&p, 1, nullptr, 1) == RIG_FITS) {
+    REQUIRE(t.run(&p, 1, ++v, &wait, 1, false) == true);
+    REQUIRE(v < 10);
+  }
+  CHECK(v >= 3);
+  CHECK(t.room(&p, 1, nullptr, 1) == RIG_LATER);
+  gate = 1;
+  CHECK(t.reached(v));
+  CHECK(t.room(&p, 1, nullptr, 1) == RIG_FITS);
+}
+
+TEST_CASE("image says loading kernels is not built yet") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
   const std::byte nothing[4]{};
   auto image = d->image(nothing);
   REQUIRE(!image);
