@@ -9,6 +9,7 @@
 
 #include "push.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -432,4 +433,35 @@ TEST_CASE("closing frees every RM object, UVM range, CPU mapping and file, over 
   d->stop("lost");
   CHECK(has(nv::objects_of(*d).error(), "closed"));
   CHECK(sim.live_objects() == 0);
+}
+
+TEST_CASE("through rig: a copy and a fill between Mapped buffers of NV:0 complete, and the device closes clean") {
+  nvsim::Simulator sim;
+  {
+    auto d = rig::open(nv::opener(0, sim));
+    REQUIRE_MESSAGE(d, d.error());
+    const std::size_t bytes = (1 << 20) + 12;
+    Buffer src = Buffer::create(*d, bytes, Memory::Mapped), dst = Buffer::create(*d, bytes, Memory::Mapped),
+           filled = Buffer::create(*d, bytes, Memory::Mapped);
+    src.write<std::uint32_t>([](std::span<std::uint32_t> x) {
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint32_t(i * 2654435761u);
+    });
+    std::vector<Submission::Part> parts{
+        {"", {}, Submission::Copy{{src, 0}, {dst, 0}, {Box::row(bytes)}, std::nullopt}},
+        {"", {}, Submission::Copy{{src, 0}, {filled, 0}, {Box::row(bytes)}, std::byte{0x3c}}}};
+    Run run;
+    submit(Submission::make(*d, parts, 0, 0), run, {}, {}).wait();
+    auto same = src.read<std::uint32_t>([&](std::span<const std::uint32_t> a) {
+      return dst.read<std::uint32_t>([&](std::span<const std::uint32_t> b) { return std::equal(a.begin(), a.end(), b.begin()); });
+    });
+    CHECK(same);
+    CHECK(filled.read<std::uint8_t>([](std::span<const std::uint8_t> x) {
+      return std::all_of(x.begin(), x.end(), [](std::uint8_t b) { return b == 0x3c; });
+    }));
+    CHECK(!d->lost());
+    d->close();
+  }
+  CHECK(sim.faults().empty());
+  CHECK(sim.live_objects() == 0);
+  CHECK(sim.open_files() == 0);
 }
