@@ -82,6 +82,7 @@ Result<void> Device::open() {
     return std::unexpected(fmt::format("{}: the NVIDIA kernel driver lists {} GPU{}, so there is no NV:{}", name_,
                                        valid, valid == 1 ? "" : "s", index_));
   vram_bytes_ = card->fb_size;
+  bus_ = fmt::format("{:04x}:{:02x}:{:02x}.{:x}", card->domain, card->bus, card->slot, card->function);
   minor_ = card->minor_number;
   IdInfoV2Params id{};
   id.gpuId = card->gpu_id;
@@ -292,20 +293,15 @@ edge::Facts Device::facts() {
   f.alignment = kPage;
   f.word = word_;
   f.edge = &edge_;
+  f.bus = bus_;
   return f;
 }
 
-void Device::stop(std::string_view) { close(); }
-
-void Device::close() {
-  open_ = false;
-  os::Seam& seam = rm_.seam();
-  {
-    std::lock_guard lock(memory_lock_);
-    for (auto& [id, b] : blocks_) drop(b);
-    blocks_.clear();
-  }
-  // The channel group (its channels with it) before the memory their rings lie in.
+void Device::stop(std::string_view) {
+  if (stopped_) return;
+  stopped_ = true, open_ = false;
+  // The channel group (its channels with it) before the memory their rings lie in. The
+  // regions and the client stay until rig frees them (and the driver is destroyed).
   if (group_) rm_.free(group_), group_ = 0;
   for (Block* b : {&channel_memory_, &compute_.push, &copy_.push, &control_})
     if (b->memory) drop(*b), *b = {};
@@ -313,6 +309,26 @@ void Device::close() {
   window_blocks_.clear(), windows_.clear(), flights_.clear();
   if (usermode_page_) unmap_cpu(subdevice_, usermode_, usermode_page_, kUsermodeBytes, usermode_fd_, usermode_linear_);
   usermode_page_ = nullptr, usermode_fd_ = -1;
+  // The channels are gone: the word shows the values they dropped, after which rig frees memory.
+  if (submitted_ > __atomic_load_n(word_, __ATOMIC_ACQUIRE)) __atomic_store_n(word_, submitted_, __ATOMIC_RELEASE);
+  bool none;
+  {
+    std::lock_guard lock(memory_lock_);
+    none = blocks_.empty();
+  }
+  if (none) close();  // no region left to free: the client and the files go now
+}
+
+void Device::close() {
+  stop("closed");
+  os::Seam& seam = rm_.seam();
+  {
+    std::lock_guard lock(memory_lock_);
+    for (auto& [id, b] : blocks_) drop(b);
+    blocks_.clear();
+    for (auto& [host, m] : host_maps_) drop(m.block);
+    host_maps_.clear();
+  }
   // Freeing the client frees every object under it (RM_FREE takes the subtree).
   if (rm_.root) rm_.free(rm_.root), rm_.root = 0;
   for (int* fd : {&rm_.dev, &rm_.uvm_mm, &rm_.uvm, &rm_.ctl})
@@ -329,6 +345,22 @@ edge::Opener<> opener(int index, os::Seam& seam) {
             if (auto r = d->open(); !r) return std::unexpected(r.error());
             return d;
           }};
+}
+
+Result<std::vector<GpuInfo>> gpus(os::Seam& seam) {
+  const int ctl = seam.open("/dev/nvidiactl", O_RDWR);
+  if (ctl < 0) return std::unexpected(fmt::format("cannot open /dev/nvidiactl: {}", os::describe(ctl)));
+  std::vector<driver::CardInfo> cards(driver::kMaxCards);
+  const int r = seam.ioctl(ctl, driver::escape(driver::kEscCardInfo, cards.size() * sizeof cards[0]), cards.data());
+  seam.close(ctl);
+  if (r < 0) return std::unexpected(fmt::format("CARD_INFO on /dev/nvidiactl: the ioctl failed: {}", os::describe(r)));
+  std::vector<GpuInfo> out;
+  for (const auto& c : cards) {
+    if (!c.valid) continue;
+    out.push_back({int(out.size()), c.gpu_id, c.minor_number, c.fb_size, c.device_id,
+                   fmt::format("{:04x}:{:02x}:{:02x}.{:x}", c.domain, c.bus, c.slot, c.function)});
+  }
+  return out;
 }
 
 Result<Objects> objects_of(edge::Driver& driver) {

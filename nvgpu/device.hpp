@@ -86,6 +86,7 @@ struct Block {
   int map_fd = -1;               // the /dev/nvidia<minor> file the CPU mapping goes through
   std::uint64_t linear = 0;      // RM's linear address of the CPU mapping
   std::uintptr_t borrowed = 0;   // map_host: the caller's pages, which the CPU addresses as they are
+  std::uintptr_t share = 0;      // map_host: the key of the host mapping it shares (host_maps_)
   bool ranged = false;           // a UVM external range is made
   bool from_heap = false;        // address came from the driver's heap (not map_host)
 };
@@ -164,7 +165,8 @@ class Device final : public edge::Driver {
   // ---- device.cpp
   Result<void> check_version();
   Result<void> make_channels();
-  // Frees every RM object, UVM range and CPU mapping, and closes the files; idempotent.
+  // Stops the device (stop), then frees every RM object, UVM range and CPU mapping, and
+  // closes the files; idempotent.
   void close();
   std::string failed(std::string_view step, const std::string& why) const;
 
@@ -201,10 +203,12 @@ class Device final : public edge::Driver {
   std::string name_;
   volatile std::uint64_t* word_;
   Edge edge_;
-  bool open_ = false;
+  bool open_ = false, stopped_ = false;
+  std::uint64_t submitted_ = 0;  // the last value submit encoded
 
   const Generation* gen_ = nullptr;
   std::uint64_t vram_bytes_ = 0;
+  std::string bus_;
   std::uint32_t minor_ = 0;
   std::uint8_t uuid_[16]{};
   std::uint32_t device_ = 0, subdevice_ = 0, usermode_ = 0, vaspace_ = 0, group_ = 0, share_ = 0, notifier_ = 0;
@@ -221,6 +225,13 @@ class Device final : public edge::Driver {
 
   std::mutex memory_lock_;  // the regions and the heap
   std::map<std::uintptr_t, Block> blocks_;
+  // Host memory map_host mapped, by its first byte: the GPU's VA space takes a range once, so
+  // a mapping inside one made already shares it.
+  struct HostMap {
+    Block block;
+    std::uint32_t refs = 0;
+  };
+  std::map<std::uintptr_t, HostMap> host_maps_;
   std::uintptr_t next_region_ = 1;
   std::uint64_t heap_top_ = kHeapBase;
   std::multimap<std::uint64_t, std::uint64_t> heap_free_;  // bytes -> address

@@ -103,6 +103,15 @@ Result<Block> Device::place(std::uint32_t memory, std::uint64_t bytes, bool cpu,
 }
 
 void Device::drop(Block& b) {
+  if (b.share) {
+    auto it = host_maps_.find(b.share);
+    if (it != host_maps_.end() && --it->second.refs == 0) {
+      drop(it->second.block);
+      host_maps_.erase(it);
+    }
+    b.share = 0;
+    return;
+  }
   if (b.host) unmap_cpu(device_, b.memory, b.host, b.bytes, b.map_fd, b.linear);
   b.host = nullptr;
   if (b.ranged) {
@@ -133,11 +142,15 @@ std::optional<edge::Region> Device::alloc(Memory memory, std::size_t bytes) {
 }
 
 void Device::free(edge::Region r) {
-  std::lock_guard lock(memory_lock_);
-  auto it = blocks_.find(r.id);
-  if (it == blocks_.end()) return;
-  drop(it->second);
-  blocks_.erase(it);
+  {
+    std::lock_guard lock(memory_lock_);
+    auto it = blocks_.find(r.id);
+    if (it == blocks_.end()) return;
+    drop(it->second);
+    blocks_.erase(it);
+    if (!stopped_ || !blocks_.empty()) return;
+  }
+  close();  // a stopped device's last region: nothing is left to keep the client for
 }
 
 edge::Location Device::locate(edge::Region r) {
@@ -149,7 +162,7 @@ edge::Location Device::locate(edge::Region r) {
   l.address = b.address;
   if (b.host) l.host = reinterpret_cast<std::uintptr_t>(b.host);
   if (b.borrowed) l.host = b.borrowed;
-  l.handle = std::intptr_t(b.memory);
+  l.handle = std::intptr_t(b.share ? host_maps_.at(b.share).block.memory : b.memory);
   return l;
 }
 
@@ -158,6 +171,22 @@ edge::Mapping Device::map_host(std::uintptr_t host, std::size_t bytes) {
   const std::uint64_t size = round_up(bytes, kPage);
   if (host < kHeapEnd && host + size > kHeapBase) return edge::Never{};  // where the driver's regions lie
   std::lock_guard lock(memory_lock_);
+  const std::uintptr_t id = next_region_++;
+  Block region;
+  region.address = host, region.bytes = size, region.borrowed = host;
+  // Inside a mapping made already: share it. Over part of one: the VA space cannot take it.
+  auto after = host_maps_.upper_bound(host);
+  if (after != host_maps_.begin()) {
+    auto& [start, m] = *std::prev(after);
+    if (host + size <= start + m.block.bytes) {
+      ++m.refs;
+      region.share = start;
+      blocks_.emplace(id, region);
+      return edge::Region{id};
+    }
+    if (host < start + m.block.bytes) return edge::Never{};
+  }
+  if (after != host_maps_.end() && after->first < host + size) return edge::Never{};
   // The host's pages as an OS descriptor, on the GPU's file, then in the VA space at their
   // own address.
   Nvos02WithFd a{rm_.root, device_, 0, kOsDescriptor, kOsDescriptorFlags, 0, host, size - 1, ~0u, 0, -1, 0};
@@ -168,9 +197,9 @@ edge::Mapping Device::map_host(std::uintptr_t host, std::size_t bytes) {
     rm_.free(a.hObjectNew);
     return edge::Never{};
   }
-  const std::uintptr_t id = next_region_++;
-  b->borrowed = host;  // the caller's own pages: nothing to unmap
-  blocks_.emplace(id, *b);
+  host_maps_.emplace(host, HostMap{*b, 1});
+  region.share = host;
+  blocks_.emplace(id, region);
   return edge::Region{id};
 }
 

@@ -192,6 +192,7 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
     f.push_end[0] = d.compute_.push_head, f.push_end[1] = d.copy_.push_head;
     f.gp_end[0] = d.compute_.gp_put, f.gp_end[1] = d.copy_.gp_put;
     d.flights_.push_back(f);
+    d.submitted_ = v;
   } catch (const std::exception& e) {
     d.compute_.words.clear(), d.copy_.words.clear();
     thread_local std::string why;

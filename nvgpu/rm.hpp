@@ -89,8 +89,10 @@ struct RmApiVersion {  // nv_ioctl_rm_api_version_t: CHECK_VERSION_STR
 };
 constexpr std::uint32_t kVersionQuery = '2', kVersionRecognized = 1;
 struct CardInfo {  // nv_ioctl_card_info_t, 72 B
-  std::uint8_t valid;
-  std::uint8_t pci[15];  // nv_pci_info_t: domain, bus, slot, function, vendor, device
+  std::uint8_t valid, pad[3];
+  std::uint32_t domain;  // nv_pci_info_t from here to device_id
+  std::uint8_t bus, slot, function, pad1;
+  std::uint16_t vendor_id, device_id;
   std::uint32_t gpu_id;
   std::uint16_t interrupt_line;
   std::uint64_t reg_address, reg_size, fb_address, fb_size;

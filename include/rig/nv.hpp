@@ -41,16 +41,32 @@
 //   words lie in rig_words or on the page of the device's own word, which the driver maps for
 //   the GPU below 2^40 when it opens; a wait on another word fails the submit.
 // - Code: images are not built yet: image returns Error saying so.
-// - Closing (stop, or the driver's destruction) frees every RM object and UVM range the
-//   device made and closes its files.
+// - Stopping tears the channels down and makes the word show the last submitted value; the
+//   regions stay until rig frees them, and with the last of them (or the driver's destruction)
+//   every RM object and UVM range the device made is freed and its files are closed.
 #pragma once
 
 #include <rig/edge.hpp>
 #include <rig/os.hpp>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace rig::nv {
+
+// A GPU the kernel driver lists.
+struct GpuInfo {
+  int index = 0;                   // its device name is "NV:<index>"
+  std::uint32_t gpu_id = 0;        // RM's id of it
+  std::uint32_t minor = 0;         // /dev/nvidia<minor>
+  std::uint64_t vram_bytes = 0;    // its video memory
+  std::uint16_t pci_device = 0;    // its PCI device id
+  std::string bus;                 // its PCI function, "0000:41:00.0"
+};
+// The GPUs CARD_INFO lists through `seam`, in order; Error if /dev/nvidiactl cannot be opened
+// or the ioctl fails.
+Result<std::vector<GpuInfo>> gpus(os::Seam& seam = os::system());
 
 // An opener of "NV:<index>", talking to the kernel driver through `seam`.
 edge::Opener<> opener(int index, os::Seam& seam = os::system());

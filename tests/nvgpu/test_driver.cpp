@@ -432,7 +432,55 @@ TEST_CASE("closing frees every RM object, UVM range, CPU mapping and file, over 
   CHECK(nv::objects_of(*d));
   d->stop("lost");
   CHECK(has(nv::objects_of(*d).error(), "closed"));
+  d.reset();
   CHECK(sim.live_objects() == 0);
+}
+
+TEST_CASE("stop tears the channels down, makes the word show the last submitted value, and regions free after it") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  auto a = mapped(*d, 4096);
+  volatile std::uint64_t& gate = words[502];
+  gate = 0;
+  const rig_wait wait{&gate, 1, 9, 1};
+  const rig_box box{0, 0, 8, 1, 8, 8};
+  auto fill = copy_part(0, a.address, &box, 1, 0x22);
+  t.run(&fill, 1, 7, &wait, 1, false);  // held by the gate
+  const auto live = sim.live_objects();
+  d->stop("lost");
+  CHECK(*d->facts().word >= 7);
+  CHECK(sim.live_objects() < live);  // the channel group, its channels and their memory
+  CHECK_THROWS_AS(d->alloc(Memory::Device, 4096), edge::Fault);
+  d->free(a.r);
+  d.reset();
+  CHECK(sim.live_objects() == 0);
+  CHECK(sim.live_uvm_ranges() == 0);
+  CHECK(sim.open_files() == 0);
+}
+
+TEST_CASE("map_host inside host memory it maps already shares that mapping; over part of one it is Never") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  auto objects = nv::objects_of(*d);
+  REQUIRE(objects);
+  void* pages = ::mmap(nullptr, 8 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(pages != MAP_FAILED);
+  const auto host = reinterpret_cast<std::uintptr_t>(pages);
+  auto whole = d->map_host(host, 4 * 4096);
+  auto inside = d->map_host(host + 4096, 2 * 4096);
+  REQUIRE(std::holds_alternative<edge::Region>(whole));
+  REQUIRE(std::holds_alternative<edge::Region>(inside));
+  CHECK(d->locate(std::get<edge::Region>(inside)).address == host + 4096);
+  CHECK(std::holds_alternative<edge::Never>(d->map_host(host + 3 * 4096, 2 * 4096)));  // over its end
+  d->free(std::get<edge::Region>(whole));
+  std::uint8_t byte = 0;
+  CHECK(sim.read_gpu(objects->client, objects->vaspace, host + 4096, &byte, 1));  // the share keeps it
+  d->free(std::get<edge::Region>(inside));
+  CHECK(!sim.read_gpu(objects->client, objects->vaspace, host, &byte, 1));
+  auto again = d->map_host(host + 3 * 4096, 2 * 4096);  // free again once both went
+  CHECK(std::holds_alternative<edge::Region>(again));
+  ::munmap(pages, 8 * 4096);
 }
 
 TEST_CASE("through rig: a copy and a fill between Mapped buffers of NV:0 complete, and the device closes clean") {
