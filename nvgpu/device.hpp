@@ -72,7 +72,8 @@ constexpr std::uint64_t kBindWords = 4;      // SET_OBJECT
 constexpr std::uint64_t kAcquireWords = 8;   // a host semaphore acquire
 constexpr std::uint64_t kReleaseWords = 8;   // a host semaphore release
 constexpr std::uint64_t kBoxWords = 24;      // a copy or fill of one row or box
-constexpr std::uint64_t kEndWords = kReleaseWords + 4;  // the timeline release and NON_STALL_INTERRUPT
+constexpr std::uint64_t kEndWords = kReleaseWords + 4;
+constexpr std::uint32_t kFillWords = 4096;  // what a Fill may write that gives no ring_units  // the timeline release and NON_STALL_INTERRUPT
 // The control page's words: each channel's sequence word (64-bit), which it releases for the
 // other channel to acquire.
 constexpr std::uint64_t kComputeSequence = 0, kCopySequence = 8;

@@ -7,18 +7,16 @@
 // channel's sequence word if the copy channel ran parts since, releases v into the device's
 // timeline word and raises the non-stall interrupt. Submit rings the doorbells itself, so it
 // always commits. Copy runs copies and fills of boxes on the copy engine, Words places words
-// on the compute channel as they are; Fill and Launch are not built yet and room says so.
+// on the compute channel as they are, Fill lets a function write them (FillQueue); Launch is
+// not built yet and room says so.
 #include "device.hpp"
 
 #include "push.hpp"
 
 #include <atomic>
+#include <stdexcept>
 
 namespace rig::nv::driver {
-
-namespace {
-const char* queue_name(std::uint32_t q) { return q == 0 ? "COPY:0" : q == 1 ? "COMPUTE:0" : "no queue"; }
-}  // namespace
 
 void Device::reclaim() {
   const std::uint64_t done = __atomic_load_n(word_, __ATOMIC_ACQUIRE);
@@ -52,8 +50,6 @@ int Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits
       return rig_never(why, "part %u: COPY:0 runs Copy and Fill, not kind %u", i, kind);
     if (p.queue == 1 && kind != RIG_KIND_WORDS && kind != RIG_KIND_FILL && kind != RIG_KIND_LAUNCH)
       return rig_never(why, "part %u: COMPUTE:0 runs Words, Fill and Launch, not kind %u", i, kind);
-    if (kind == RIG_KIND_FILL)
-      return rig_never(why, "part %u: Fill on %s of %s is not built yet", i, queue_name(p.queue), name_.c_str());
     if (kind == RIG_KIND_LAUNCH)
       return rig_never(why, "part %u: Launch on COMPUTE:0 of %s is not built yet", i, name_.c_str());
     if (words[ch] == 0) words[ch] = kBindWords + kAcquireWords * waits;
@@ -61,6 +57,8 @@ int Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits
     last = ch;
     if (kind == RIG_KIND_WORDS) {
       words[ch] += p.work.words.count;
+    } else if (kind == RIG_KIND_FILL) {
+      words[ch] += p.work.fill.ring_units ? p.work.fill.ring_units : kFillWords;
     } else {
       const rig_copy& c = p.work.copy;
       if ((c.fill < 0 && c.src == 0) || c.dst == 0)
@@ -133,6 +131,7 @@ void Device::hand_over(Channel& c) {
 int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits, std::uint32_t wait_count,
                    std::uint64_t v, std::uint64_t*, const char** failure) {
   Device& d = self(edge);
+  const bool was_bound[2] = {d.compute_.bound, d.copy_.bound};
   try {
     std::uint32_t storage[64];
     bool started[2] = {false, false};
@@ -159,6 +158,19 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
       last = ch;
       if (part.kind == RIG_KIND_WORDS) {
         d.put(c, {part.work.words.words, part.work.words.count});
+        continue;
+      }
+      if (part.kind == RIG_KIND_FILL) {
+        const rig_fill& f = part.work.fill;
+        const std::size_t at = c.words.size();
+        const std::uint32_t room = f.ring_units ? f.ring_units : kFillWords;
+        c.words.resize(at + room);
+        FillQueue q{c.words.data() + at, room, 0, c.subchannel};
+        if (const int e = f.fn(&q, f.arg, v); e != 0)
+          throw std::runtime_error(fmt::format("part {}: its fill returned {}", i, e));
+        if (q.count > room)
+          throw std::runtime_error(fmt::format("part {}: its fill wrote {} words, over its {}", i, q.count, room));
+        c.words.resize(at + q.count);
         continue;
       }
       const rig_copy& cp = part.work.copy;
@@ -194,7 +206,8 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
     d.flights_.push_back(f);
     d.submitted_ = v;
   } catch (const std::exception& e) {
-    d.compute_.words.clear(), d.copy_.words.clear();
+    d.compute_.words.clear(), d.copy_.words.clear();  // nothing of the value reached a ring
+    d.compute_.bound = was_bound[0], d.copy_.bound = was_bound[1];
     thread_local std::string why;
     why = d.name_ + ": " + e.what();
     *failure = why.c_str();

@@ -30,7 +30,9 @@
 //   the compute channel. Copy parts copy boxes (rows up to 2^32 - 1 bytes wide and apart) or
 //   fill them with a byte on the copy engine; Words parts place their words on the compute
 //   channel's push buffer as they are (methods of the host and compute classes, compute bound
-//   to subchannel 1). Fill parts and launches are not built yet: room answers NEVER, saying so.
+//   to subchannel 1). A Fill part's function writes words onto its channel's push buffer
+//   through a FillQueue (below): at most its ring_units words, or 4096 where it gives 0.
+//   Launches are not built yet: room answers NEVER, saying so.
 //   A part that follows a part of the other queue starts after it (the channels release and
 //   acquire 64-bit sequence words). A value's part of each push buffer is at most 512 KiB;
 //   room answers NEVER past that, LATER while values in flight hold the room.
@@ -54,6 +56,16 @@
 #include <vector>
 
 namespace rig::nv {
+
+// What a Fill part's function gets as its queue (rig_fill's first argument): the words of the
+// value being encoded on the part's channel. It writes at most `room` words from words[0] on,
+// sets `count` to the number it wrote, and returns 0 (another value fails the submit).
+struct FillQueue {
+  std::uint32_t* words;
+  std::uint32_t room;
+  std::uint32_t count;
+  std::uint32_t subchannel;  // where the channel's engine is bound: 1 compute, 4 copy
+};
 
 // A GPU the kernel driver lists.
 struct GpuInfo {

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <sys/mman.h>
@@ -350,7 +351,7 @@ TEST_CASE("a value waits for a foreign word to reach its point before it runs") 
   CHECK(a.host[0] == 0x11);
 }
 
-TEST_CASE("room refuses Fill and Launch (not built yet), kinds a queue does not run and parts over the push buffer") {
+TEST_CASE("room refuses Launch (not built yet), kinds a queue does not run and parts over the push buffer") {
   nvsim::Simulator sim;
   auto d = make(sim);
   Table t(*d);
@@ -359,9 +360,6 @@ TEST_CASE("room refuses Fill and Launch (not built yet), kinds a queue does not 
   p.queue = 1, p.kind = RIG_KIND_LAUNCH;
   CHECK(t.room(&p, 1, &why) == RIG_NEVER);
   CHECK(has(why, "part 0: Launch on COMPUTE:0 of NV:0 is not built yet"));
-  p.queue = 0, p.kind = RIG_KIND_FILL;
-  CHECK(t.room(&p, 1, &why) == RIG_NEVER);
-  CHECK(has(why, "part 0: Fill on COPY:0 of NV:0 is not built yet"));
   p.queue = 0, p.kind = RIG_KIND_WORDS;
   CHECK(t.room(&p, 1, &why) == RIG_NEVER);
   CHECK(has(why, "COPY:0 runs Copy and Fill, not kind 1"));
@@ -399,6 +397,44 @@ TEST_CASE("room answers LATER while the push buffer is full of values in flight,
   gate = 1;
   CHECK(t.reached(v));
   CHECK(t.room(&p, 1, nullptr, 1) == RIG_FITS);
+}
+
+TEST_CASE("a Fill's function writes its channel's words; one that fails or writes past its room fails the submit") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  auto a = mapped(*d, 4096);
+  std::memset(a.host, 0, 4096);
+  struct Arg {
+    std::uint64_t address;
+    int result;
+    std::uint32_t extra;
+  } arg{a.address, 0, 0};
+  auto fn = [](void* queue, void* argp, std::uint64_t v) {
+    auto& q = *static_cast<nv::FillQueue*>(queue);
+    auto& x = *static_cast<Arg*>(argp);
+    nv::Push p({q.words, q.room});
+    nv::semaphore_release(p, x.address, 0x5000 + v);
+    q.count = std::uint32_t(p.size()) + x.extra;
+    return x.result;
+  };
+  rig_part part{};
+  part.queue = 1, part.kind = RIG_KIND_FILL;
+  part.work.fill = {fn, &arg, 16, 0};
+  CHECK(t.run(&part, 1, 1));
+  std::uint64_t seen;
+  std::memcpy(&seen, a.host, 8);
+  CHECK(seen == 0x5001);
+  for (auto [result, extra, text] : {std::tuple{3, 0u, "NV:0: part 0: its fill returned 3"},
+                                     std::tuple{0, 100u, "NV:0: part 0: its fill wrote 106 words, over its 16"}}) {
+    arg.result = result, arg.extra = extra;
+    std::string why;
+    REQUIRE(t.room(&part, 1, &why) == RIG_FITS);
+    const char* failure = nullptr;
+    CHECK(t.table->submit(t.edge, &part, 1, nullptr, 0, 2, nullptr, &failure) == RIG_FAILED);
+    REQUIRE(failure);
+    CHECK(std::string(failure) == text);
+  }
 }
 
 TEST_CASE("image says loading kernels is not built yet") {
