@@ -287,7 +287,7 @@ edge::Facts Device::facts() {
   f.copy_engine = 0;
   f.completion = edge::Completion::Store;
   f.waits = {true, true};
-  f.hang_ms = 10'000;
+  f.hang_ms = options_.hang_ms;
   f.maps_host = true;
   f.host_addresses = false;
   f.alignment = kPage;
@@ -339,9 +339,10 @@ void Device::close() {
 
 namespace rig::nv {
 
-edge::Opener<> opener(int index, os::Seam& seam) {
-  return {fmt::format("NV:{}", index), [index, &seam](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
-            auto d = std::make_unique<driver::Device>(seam, index, word);
+edge::Opener<> opener(int index, os::Seam& seam, Options options) {
+  return {fmt::format("NV:{}", index),
+          [index, &seam, options](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
+            auto d = std::make_unique<driver::Device>(seam, index, word, options);
             if (auto r = d->open(); !r) return std::unexpected(r.error());
             return d;
           }};

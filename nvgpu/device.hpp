@@ -130,8 +130,8 @@ struct Edge {
 
 class Device final : public edge::Driver {
  public:
-  Device(os::Seam& seam, int index, volatile std::uint64_t* word)
-      : rm_(seam), index_(index), name_(fmt::format("NV:{}", index)), word_(word) {
+  Device(os::Seam& seam, int index, volatile std::uint64_t* word, Options options)
+      : rm_(seam), index_(index), name_(fmt::format("NV:{}", index)), word_(word), options_(options) {
     edge_ = {&kTable, this};
   }
   ~Device() override { close(); }
@@ -203,6 +203,7 @@ class Device final : public edge::Driver {
   int index_;
   std::string name_;
   volatile std::uint64_t* word_;
+  Options options_;
   Edge edge_;
   bool open_ = false, stopped_ = false;
   std::uint64_t submitted_ = 0;  // the last value submit encoded

@@ -52,6 +52,7 @@
 #include <rig/os.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,8 +81,12 @@ struct GpuInfo {
 // or the ioctl fails.
 Result<std::vector<GpuInfo>> gpus(os::Seam& seam = os::system());
 
+struct Options {
+  std::optional<int> hang_ms = 10'000;  // the facts' hang_ms
+};
+
 // An opener of "NV:<index>", talking to the kernel driver through `seam`.
-edge::Opener<> opener(int index, os::Seam& seam = os::system());
+edge::Opener<> opener(int index, os::Seam& seam = os::system(), Options options = {});
 
 // The RM handles of a device an opener of this file made, for reading what its GPU sees (the
 // simulator's read_gpu takes them): its client and its VA space. Error if `driver` is another
