@@ -183,9 +183,15 @@ Result<void> Device::make_channels() {
   }
   channel_memory_ = *placed;
   std::memset(channel_memory_.host, 0, kChannelMemoryBytes);
-  auto notifier = make_memory(kSysmem, kPage);
-  if (!notifier) return std::unexpected(failed("making the error notifier", notifier.error()));
-  notifier_ = *notifier;
+  for (int i = 0; i < 2; ++i) {
+    auto notifier = make_memory(kSysmem, kPage);
+    if (!notifier) return std::unexpected(failed("making an error notifier", notifier.error()));
+    notifier_[i] = *notifier;
+    auto page = map_cpu(device_, notifier_[i], kPage, notifier_fd_[i], notifier_linear_[i]);
+    if (!page) return std::unexpected(failed("mapping an error notifier", page.error()));
+    notifier_page_[i] = *page;
+    std::memset(notifier_page_[i], 0, kPage);
+  }
   ShareParams s{vaspace_, kSubcontextAsync, 0};
   auto share = rm_.alloc(group_, kContextShare, &s, sizeof s, "making the context share");
   if (!share) return std::unexpected(failed("opening", share.error()));
@@ -207,7 +213,7 @@ Result<void> Device::make_channels() {
     }
     ch.push = *pushed;
     ChannelParams c{};
-    c.hObjectError = notifier_;
+    c.hObjectError = notifier_[i];
     c.gpFifoOffset = ch.ring_address;
     c.gpFifoEntries = kGpEntries;
     c.hContextShare = share_;
@@ -237,6 +243,7 @@ Result<void> Device::make_channels() {
   control_ = *placed_control;
   std::memset(control_.host, 0, kPage);
   if (auto r = map_windows(); !r) return r;
+  if (auto r = make_events(); !r) return r;
   std::uint8_t enable[3] = {1, 0, 0};  // NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS: bEnable, bSkipSubmit, bSkipEnable
   if (auto r = rm_.control(group_, kCtrlSchedule, enable, sizeof enable, "GPFIFO_SCHEDULE"); !r)
     return std::unexpected(failed("scheduling the channel group", r.error()));
@@ -269,6 +276,27 @@ Result<void> Device::map_windows() {
   const auto word = reinterpret_cast<std::uintptr_t>(word_);
   if (word < words || word + 8 > words_end)
     if (auto r = window(word & ~(kPage - 1), kPage); !r) return r;
+  return {};
+}
+
+Result<void> Device::make_events() {
+  event_fd_ = rm_.seam().open("/dev/nvidiactl", O_RDWR);
+  if (event_fd_ < 0) return std::unexpected(failed("opening the OS events' file", os::describe(event_fd_)));
+  OsEventParams e{rm_.root, device_, std::uint32_t(event_fd_), ~0u};
+  auto r = rm_.escape(event_fd_, kEscAllocOsEvent, &e, sizeof e, "ALLOC_OS_EVENT");
+  if (!r || e.status != kOk)
+    return std::unexpected(failed("making the OS event", r ? "RM refused it with " + status_name(e.status) : r.error()));
+  event_made_ = true;
+  EventParams nonstall{rm_.root, subdevice_, kOsEvent, kNotifyGr0 | kNotifyNonstall, std::uint64_t(event_fd_)};
+  if (auto h = rm_.alloc(subdevice_, kOsEvent, &nonstall, sizeof nonstall, "binding the non-stall interrupt"); !h)
+    return std::unexpected(failed("opening", h.error()));
+  EventParams rc{rm_.root, subdevice_, kOsEvent, kNotifyRcError, std::uint64_t(event_fd_)};
+  auto h = rm_.alloc(subdevice_, kOsEvent, &rc, sizeof rc, "binding the RC-error event");
+  if (!h) return std::unexpected(failed("opening", h.error()));
+  rc_event_ = *h;
+  NotificationParams n{kNotifyRcError, kNotifyRepeat, 0, 0, 0};
+  if (auto c = rm_.control(subdevice_, kCtrlSetNotification, &n, sizeof n, "EVENT_SET_NOTIFICATION"); !c)
+    return std::unexpected(failed("enabling RC-error events", c.error()));
   return {};
 }
 
@@ -309,6 +337,17 @@ void Device::stop(std::string_view) {
   window_blocks_.clear(), windows_.clear(), flights_.clear();
   if (usermode_page_) unmap_cpu(subdevice_, usermode_, usermode_page_, kUsermodeBytes, usermode_fd_, usermode_linear_);
   usermode_page_ = nullptr, usermode_fd_ = -1;
+  for (int i = 0; i < 2; ++i) {
+    if (notifier_page_[i]) unmap_cpu(device_, notifier_[i], notifier_page_[i], kPage, notifier_fd_[i], notifier_linear_[i]);
+    notifier_page_[i] = nullptr, notifier_fd_[i] = -1;
+  }
+  if (event_fd_ >= 0) {
+    if (event_made_) {
+      OsEventParams e{rm_.root, device_, std::uint32_t(event_fd_), ~0u};
+      rm_.escape(event_fd_, kEscFreeOsEvent, &e, sizeof e, "FREE_OS_EVENT");
+    }
+    rm_.seam().close(event_fd_), event_fd_ = -1, event_made_ = false;
+  }
   // The channels are gone: the word shows the values they dropped, after which rig frees memory.
   if (submitted_ > __atomic_load_n(word_, __ATOMIC_ACQUIRE)) __atomic_store_n(word_, submitted_, __ATOMIC_RELEASE);
   bool none;

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -149,6 +150,7 @@ class Device final : public edge::Driver {
   edge::EntryAnswer entry(edge::ImageId image, std::string_view name) override;
   void unload(edge::ImageId image) override;
 
+  void sleep(std::uint64_t v, std::chrono::nanoseconds most) override;
   void stop(std::string_view why) override;
 
   bool is_open() const { return open_; }
@@ -172,6 +174,9 @@ class Device final : public edge::Driver {
   std::string failed(std::string_view step, const std::string& why) const;
 
   Result<void> map_windows();
+  Result<void> make_events();
+  // The fault a channel's error notifier shows, or "".
+  std::string notified_fault() const;
   // The GPU's address of the host word at `host` through a window, or 0.
   std::uint64_t window_address(const volatile void* host) const;
 
@@ -213,7 +218,18 @@ class Device final : public edge::Driver {
   std::string bus_;
   std::uint32_t minor_ = 0;
   std::uint8_t uuid_[16]{};
-  std::uint32_t device_ = 0, subdevice_ = 0, usermode_ = 0, vaspace_ = 0, group_ = 0, share_ = 0, notifier_ = 0;
+  std::uint32_t device_ = 0, subdevice_ = 0, usermode_ = 0, vaspace_ = 0, group_ = 0, share_ = 0;
+  // The channels' error notifiers (compute, copy), their CPU mappings, and the OS events:
+  // the compute engine's non-stall interrupt and RC errors, on one /dev/nvidiactl file.
+  std::uint32_t notifier_[2]{};
+  std::byte* notifier_page_[2]{};
+  int notifier_fd_[2]{-1, -1};
+  std::uint64_t notifier_linear_[2]{};
+  int event_fd_ = -1;
+  bool event_made_ = false;
+  std::uint32_t rc_event_ = 0;
+  std::mutex fault_lock_;
+  std::string fault_;  // the first fault seen, "" while none
   std::byte* usermode_page_ = nullptr;
   int usermode_fd_ = -1;
   std::uint64_t usermode_linear_ = 0;

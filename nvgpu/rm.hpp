@@ -30,7 +30,7 @@ std::string status_name(std::uint32_t status);
 // ---- Escapes: ioctl _IOWR('F', nr, size) (nv-ioctl-numbers.h, nv_escape.h).
 constexpr unsigned kEscAllocMemory = 0x27, kEscFree = 0x29, kEscControl = 0x2A, kEscAlloc = 0x2B,
                    kEscMapMemory = 0x4E, kEscUnmapMemory = 0x4F, kEscCardInfo = 200, kEscRegisterFd = 201,
-                   kEscCheckVersion = 210;
+                   kEscCheckVersion = 210, kEscAllocOsEvent = 206, kEscFreeOsEvent = 207, kEscEventData = 0x52;
 constexpr unsigned long escape(unsigned nr, std::size_t size) {
   return (3ul << 30) | (static_cast<unsigned long>(size) << 16) | (unsigned('F') << 8) | nr;
 }
@@ -40,7 +40,7 @@ constexpr unsigned long kUvmInitialize = 0x30000001, kUvmRegisterGpuVaSpace = 25
 
 // ---- Classes (OGKM src/common/sdk/nvidia/inc/class/*.h).
 constexpr std::uint32_t kRootClient = 0x41, kDevice = 0x80, kSubdevice = 0x2080, kSysmem = 0x3E, kVidmem = 0x40,
-                        kOsDescriptor = 0x71, kContextShare = 0x9067, kVaSpace = 0x90F1, kChannelGroup = 0xA06C;
+                        kOsDescriptor = 0x71, kOsEvent = 0x79, kContextShare = 0x9067, kVaSpace = 0x90F1, kChannelGroup = 0xA06C;
 
 // ---- Controls (cmd numbers from the ctrl headers).
 constexpr std::uint32_t kCtrlBuildVersion = 0x101,   // NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION
@@ -48,7 +48,8 @@ constexpr std::uint32_t kCtrlBuildVersion = 0x101,   // NV0000_CTRL_CMD_SYSTEM_G
     kCtrlClassList = 0x800201,                       // NV0080_CTRL_CMD_GPU_GET_CLASSLIST
     kCtrlGidInfo = 0x2080014A,                       // NV2080_CTRL_CMD_GPU_GET_GID_INFO
     kCtrlWorkSubmitToken = 0xC36F0108,               // NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN
-    kCtrlSchedule = 0xA06C0101;                      // NVA06C_CTRL_CMD_GPFIFO_SCHEDULE
+    kCtrlSchedule = 0xA06C0101,                      // NVA06C_CTRL_CMD_GPFIFO_SCHEDULE
+    kCtrlSetNotification = 0x20800301;               // NV2080_CTRL_CMD_EVENT_SET_NOTIFICATION
 
 // ---- Escape structs (nvos.h, nv-ioctl.h).
 struct Nvos21 {  // RM_ALLOC
@@ -105,6 +106,19 @@ static_assert(sizeof(Nvos33WithFd) == 56 && sizeof(Nvos34) == 32 && sizeof(Nvos0
 static_assert(sizeof(RmApiVersion) == 72 && sizeof(CardInfo) == 72 && offsetof(CardInfo, gpu_id) == 16 &&
               offsetof(CardInfo, fb_size) == 48 && offsetof(CardInfo, minor_number) == 56);
 
+struct OsEventParams {  // nv_ioctl_alloc_os_event_t / nv_ioctl_free_os_event_t
+  std::uint32_t hClient, hDevice, fd, status;
+};
+struct EventDataParams {  // NVOS41: GET_EVENT_DATA
+  std::uint64_t pEvent;
+  std::uint32_t MoreEvents, status;
+};
+struct EventRecord {  // nv_event_t... as GET_EVENT_DATA writes it: the object, its index, its info
+  std::uint32_t hObject, NotifyIndex, info32;
+  std::uint16_t info16, pad;
+};
+static_assert(sizeof(OsEventParams) == 16 && sizeof(EventDataParams) == 16 && sizeof(EventRecord) == 16);
+
 // ---- Allocation parameters.
 struct DeviceParams {  // NV0080_ALLOC_PARAMETERS
   std::uint32_t deviceId, hClientShare, hTargetClient, hTargetDevice, flags, pad;
@@ -147,6 +161,12 @@ struct ChannelParams {  // NV_CHANNEL_ALLOC_PARAMS: the facts' offsets, 368 B
   std::uint8_t rest[368 - 132];
 };
 constexpr std::uint32_t kEngineGraphics = 1, kEngineCopy0 = 9;  // NV2080_ENGINE_TYPE_*
+struct EventParams {  // NV0005_ALLOC_PARAMETERS
+  std::uint32_t hParentClient, hSrcResource, hClass, notifyIndex;
+  std::uint64_t data;  // the OS event's file
+};
+// NV2080_NOTIFIERS_GR0, _RC_ERROR (cl2080_notification.h); NV01_EVENT_NONSTALL_INTR in the index.
+constexpr std::uint32_t kNotifyGr0 = 12, kNotifyRcError = 37, kNotifyNonstall = 0x08000000;
 static_assert(sizeof(DeviceParams) == 56 && sizeof(VaSpaceParams) == 56 && sizeof(MemoryParams) == 128);
 static_assert(sizeof(GroupParams) == 20 && sizeof(ShareParams) == 12 && sizeof(ChannelParams) == 368);
 static_assert(offsetof(ChannelParams, userdOffset) == 64 && offsetof(ChannelParams, engineType) == 128);
@@ -170,6 +190,17 @@ struct GidParams {  // NV2080_CTRL_GPU_GET_GID_INFO_PARAMS
   std::uint8_t data[256];
 };
 constexpr std::uint32_t kGidBinary = 2;
+struct NotificationParams {  // NV2080_CTRL_EVENT_SET_NOTIFICATION_PARAMS
+  std::uint32_t event, action;
+  std::uint8_t bNotifyState;
+  std::uint32_t info32;
+  std::uint16_t info16;
+};
+constexpr std::uint32_t kNotifyRepeat = 2;  // NV2080_CTRL_EVENT_SET_NOTIFICATION_ACTION_REPEAT
+// The error notifier a channel writes when it stops (NvNotification): info32 the Xid at +8,
+// status 0xffff at +14 once written.
+constexpr std::uint64_t kNotifierInfo32 = 8, kNotifierStatus = 14;
+static_assert(sizeof(NotificationParams) == 20);
 static_assert(sizeof(BuildVersionParams) == 40 && sizeof(IdInfoV2Params) == 32 && sizeof(ClassListParams) == 16 &&
               sizeof(GidParams) == 268);
 

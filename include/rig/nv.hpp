@@ -43,6 +43,11 @@
 //   words lie in rig_words or on the page of the device's own word, which the driver maps for
 //   the GPU below 2^40 when it opens; a wait on another word fails the submit.
 // - Code: images are not built yet: image returns Error saying so.
+// - Sleep polls an OS event the compute engine's non-stall interrupt (which ends every value)
+//   makes readable. Faults: a channel that stops writes its error notifier and raises the
+//   RC-error event; sleep then raises edge::Fault, which loses the device, naming the Xid and
+//   the queue ("an MMU fault (Xid 31) in COMPUTE:0"). Other devices go on. hang_ms from
+//   Options (default 10 s).
 // - Stopping tears the channels down and makes the word show the last submitted value; the
 //   regions stay until rig frees them, and with the last of them (or the driver's destruction)
 //   every RM object and UVM range the device made is freed and its files are closed.

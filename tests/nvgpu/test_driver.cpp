@@ -89,12 +89,12 @@ TEST_CASE("NV:0 opens on the simulated Hopper as sm_90 with its two queues and t
   CHECK(!f.host_addresses);
   CHECK(f.alignment == 4096);
   // The bring-up made its objects without one refusal: client, device, subdevice, usermode,
-  // VA space, group, ring memory, notifier, share, two channels, two engine objects, two push
-  // buffers, the sequence words, rig_words' window.
+  // VA space, group, ring memory, two notifiers, share, two channels, two engine objects, two
+  // push buffers, the sequence words, rig_words' window, two OS events.
   CHECK(sim.errors().empty());
-  CHECK(sim.live_objects() == 17);
+  CHECK(sim.live_objects() == 20);
   CHECK(sim.live_uvm_ranges() == 5);    // the rings, two push buffers, the sequence words, rig_words
-  CHECK(sim.live_cpu_mappings() == 5);  // the usermode page, the rings, the push buffers, the sequence words
+  CHECK(sim.live_cpu_mappings() == 7);  // the usermode page, the rings, the notifiers, the push buffers, the sequence words
   d->close();
 }
 
@@ -435,6 +435,57 @@ TEST_CASE("a Fill's function writes its channel's words; one that fails or write
     REQUIRE(failure);
     CHECK(std::string(failure) == text);
   }
+}
+
+TEST_CASE("a channel that faults loses the device, naming the Xid and the queue; another device goes on") {
+  nvsim::Simulator sim;
+  auto d = make(sim), other = make(sim);
+  Table t(*d), u(*other);
+  // SET_OBJECT of the copy class on the compute channel: a class the channel has not (Xid 69).
+  std::uint32_t storage[4];
+  nv::Push p(storage);
+  nv::set_object(p, 1, 0xC8B5);
+  rig_part part{};
+  part.queue = 1, part.kind = RIG_KIND_WORDS, part.work.words = {p.words().data(), p.words().size()};
+  t.run(&part, 1, 1, nullptr, 0, false);
+  std::string fault;
+  for (int i = 0; i < 500 && fault.empty(); ++i) {
+    try {
+      d->sleep(1, std::chrono::milliseconds(10));
+    } catch (const edge::Fault& f) {
+      fault = f.what();
+    }
+  }
+  CHECK(fault == "a graphics engine class error (Xid 69) in COMPUTE:0");
+  CHECK_THROWS_WITH_AS(d->sleep(1, std::chrono::milliseconds(1)), fault.c_str(), edge::Fault);  // it stays
+  auto a = mapped(*other, 4096);
+  const rig_box box{0, 0, 16, 1, 16, 16};
+  auto fill = copy_part(0, a.address, &box, 1, 0x77);
+  CHECK(u.run(&fill, 1, 1));
+  CHECK(a.host[15] == 0x77);
+}
+
+TEST_CASE("sleep returns once the non-stall interrupt of the value's release fires, well before its limit") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  volatile std::uint64_t& gate = words[503];
+  gate = 0;
+  const rig_wait wait{&gate, 1, 9, 1};
+  rig_part part{};
+  part.queue = 1, part.kind = RIG_KIND_WORDS, part.work.words = {nullptr, 0};
+  t.run(&part, 1, 1, &wait, 1, false);
+  std::thread raise([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    gate = 1;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  while (*d->facts().word < 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(5))
+    d->sleep(1, std::chrono::seconds(5));
+  const auto took = std::chrono::steady_clock::now() - start;
+  raise.join();
+  CHECK(*d->facts().word >= 1);
+  CHECK(took < std::chrono::seconds(1));  // woken by the interrupt, not the 5 s limit
 }
 
 TEST_CASE("image says loading kernels is not built yet") {
