@@ -522,6 +522,9 @@ std::span<const std::string_view> drivers() {
 #if RIG_DRIVER_AMD
       "amd",
 #endif
+#if RIG_DRIVER_NV
+      "nv",
+#endif
 #if RIG_DRIVER_CUDA
       "cuda",
 #endif

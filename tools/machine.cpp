@@ -19,6 +19,10 @@
 #include <rig/amd.hpp>
 #include "sim.hpp"  // tests/sim/amd/
 #endif
+#if RIG_DRIVER_NV
+#include <rig/nv.hpp>
+#include "nv/sim.hpp"  // tests/sim/nv/
+#endif
 #if RIG_DRIVER_CUDA
 #include <rig/cuda.hpp>
 #endif
@@ -26,7 +30,7 @@
 namespace rig::tool {
 namespace {
 
-#if RIG_DRIVER_AMD || RIG_DRIVER_CUDA
+#if RIG_DRIVER_AMD || RIG_DRIVER_NV || RIG_DRIVER_CUDA
 // The GPU index in `name` after `prefix` ("AMD:0" after "AMD:"), or nullopt.
 std::optional<int> index_after(std::string_view name, std::string_view prefix) {
   if (!name.starts_with(prefix) || name.size() == prefix.size()) return std::nullopt;
@@ -61,6 +65,28 @@ os::Seam& amd_seam() {
 }
 #endif
 
+#if RIG_DRIVER_NV
+// The seam NVIDIA GPUs are reached through by rig's own driver: the system's, or with
+// RIG_SIM=nv a simulated Hopper (RIG_SIM=nv:ampere: an Ampere, nv:gvisor: a Hopper refusing
+// what gVisor's nvproxy refuses), the same one for every command of the tool.
+sim::nv::Simulator* nv_simulator() {
+  const char* s = std::getenv("RIG_SIM");
+  if (!s) return nullptr;
+  const std::string_view which = s;
+  std::optional<sim::nv::Config> config;
+  if (which == "nv") config = sim::nv::Config{};
+  else if (which == "nv:ampere") config = sim::nv::Config{}, config->classes = sim::nv::kAmpere;
+  else if (which == "nv:gvisor") config = sim::nv::Config{}, config->gvisor = true;
+  if (!config) return nullptr;
+  static auto* simulated = new sim::nv::Simulator(*config);  // outlives the devices
+  return simulated;
+}
+os::Seam& nv_seam() {
+  if (auto* simulated = nv_simulator()) return *simulated;
+  return os::system();
+}
+#endif
+
 }  // namespace
 
 std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& report) {
@@ -76,6 +102,18 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
                      1,  // submit rings the doorbells itself (rig/amd.hpp)
                      simulator ? std::function<void(bool)>([simulator](bool held) { simulator->hold(held); })
                                : std::function<void(bool)>(),
+                     g.bus});
+#endif
+#if RIG_DRIVER_NV
+  const bool nv_simulated = nv_simulator() != nullptr;
+  if (auto gpus = nv::gpus(nv_seam()))
+    for (const auto& g : *gpus)
+      out.push_back({fmt::format("NV:{}", g.index),
+                     fmt::format("rig's NVIDIA driver on GPU {} through RM and UVM{}", g.index,
+                                 nv_simulated ? ", simulated (RIG_SIM=nv)" : ""),
+                     [i = g.index] { return nv::opener(i, nv_seam()); },
+                     1,  // submit rings the doorbells itself (rig/nv.hpp)
+                     {},
                      g.bus});
 #endif
 #if RIG_DRIVER_CUDA
@@ -133,6 +171,10 @@ std::vector<std::string> device_names() {
   if (auto gpus = amd::gpus(amd_seam()))
     for (const auto& g : *gpus) out.push_back(fmt::format("AMD:{} ({})", g.index, g.arch));
 #endif
+#if RIG_DRIVER_NV
+  if (auto gpus = nv::gpus(nv_seam()))
+    for (const auto& g : *gpus) out.push_back(fmt::format("NV:{}", g.index));
+#endif
 #if RIG_DRIVER_CUDA
   if (auto gpus = rig::cuda::device_count()) {
     for (int i = 0; i < *gpus; ++i) out.push_back(fmt::format("CUDA:{}", i));
@@ -156,6 +198,9 @@ Result<Device> open_named(const std::string& name) {
     for (const auto& g : *gpus)
       if (g.index == *index) return open(amd::opener(g.index, amd_seam()));
   }
+#endif
+#if RIG_DRIVER_NV
+  if (auto index = index_after(name, "NV:")) return open(nv::opener(*index, nv_seam()));
 #endif
 #if RIG_DRIVER_CUDA
   if (auto index = index_after(name, "CUDA:")) {

@@ -99,9 +99,10 @@ TEST_CASE("drivers() names the drivers rig/config.h says are built in, and versi
   CHECK(built[1] == "memory");
   auto has = [&](std::string_view d) { return std::find(built.begin(), built.end(), d) != built.end(); };
   CHECK(has("amd") == bool(RIG_DRIVER_AMD));
+  CHECK(has("nv") == bool(RIG_DRIVER_NV));
   CHECK(has("cuda") == bool(RIG_DRIVER_CUDA));
   CHECK(has("disk") == bool(RIG_DRIVER_DISK));
-  CHECK(built.size() == 2u + RIG_DRIVER_AMD + RIG_DRIVER_CUDA + RIG_DRIVER_DISK);
+  CHECK(built.size() == 2u + RIG_DRIVER_AMD + RIG_DRIVER_NV + RIG_DRIVER_CUDA + RIG_DRIVER_DISK);
   CHECK(version() == RIG_VERSION);
   CHECK(std::string(RIG_VERSION) == std::to_string(RIG_VERSION_MAJOR) + "." + std::to_string(RIG_VERSION_MINOR) +
                                         "." + std::to_string(RIG_VERSION_PATCH));

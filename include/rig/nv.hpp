@@ -1,0 +1,104 @@
+// nv.hpp — rig's own NVIDIA driver over the kernel driver's resource manager (RM) and UVM,
+// for rig::open.
+//
+// A device "NV:i" is the i-th GPU the kernel driver lists (CARD_INFO). Everything the
+// driver asks of the operating system goes through the os::Seam it is given: os::system()
+// on a machine with the NVIDIA kernel driver, the simulator of tests/sim/nv in the tests.
+//
+// Opening: the driver opens /dev/nvidiactl, /dev/nvidia<minor> and /dev/nvidia-uvm (twice),
+// checks the kernel driver's version (CHECK_VERSION_STR, else the legacy GET_BUILD_VERSION
+// control), and makes a client, the device and its subdevice, the usermode page (the
+// doorbell), a VA space registered with UVM, a channel group with a compute channel and a
+// copy channel (their GPFIFO rings and USERD in video memory, their error notifier), reads
+// their work-submit tokens and schedules the group. The GPU's work addresses memory only
+// through UVM external ranges, which gVisor's nvproxy allows.
+// make returns Error, naming the device, the reason and what to do, when /dev/nvidiactl or
+// /dev/nvidia-uvm is missing, the GPU is not listed, the kernel driver's version is not one
+// whose layouts the driver knows (580; the environment variable RIG_NV_DRIVER_VERSION_OK=1
+// opens another anyway, for experiments), the GPU offers neither Hopper's classes (arch
+// "sm_90") nor Ampere's ("sm_80"), or RM refuses a step (naming the step and RM's status).
+//
+// The device:
+// - Memory: every region is RM memory mapped in the GPU's VA space at an address of the
+//   driver's choosing (alignment 4096; not the host's address, host_addresses is false):
+//   Device is video memory, Mapped video memory with a CPU mapping, Pinned system memory
+//   with a CPU mapping. The budget is the video memory CARD_INFO lists.
+//   Regions lie in [2^32, 2^40) of the GPU's VA space. map_host maps page-aligned host memory
+//   as OS-descriptor memory at the GPU address that is its own host address (Never for memory
+//   inside [2^32, 2^40), where the regions lie).
+// - Queues: "COPY:0" {Copy, Fill}, the copy channel, and "COMPUTE:0" {Words, Fill, Launch},
+//   the compute channel. Copy parts copy boxes (rows up to 2^32 - 1 bytes wide and apart) or
+//   fill them with a byte on the copy engine; Words parts place their words on the compute
+//   channel's push buffer as they are (methods of the host and compute classes, compute bound
+//   to subchannel 1). A Fill part's function writes words onto its channel's push buffer
+//   through a FillQueue (below): at most its ring_units words, or 4096 where it gives 0.
+//   Launches are not built yet: room answers NEVER, saying so.
+//   A part that follows a part of the other queue starts after it (the channels release and
+//   acquire 64-bit sequence words). A value's part of each push buffer is at most 512 KiB;
+//   room answers NEVER past that, LATER while values in flight hold the room.
+// - Completion: Store. Every value ends on the compute channel with a 64-bit semaphore
+//   release of v into the timeline word and a non-stall interrupt. submit rings the
+//   doorbells itself, so it always commits.
+// - Waits: the queues wait (64-bit semaphore acquires) for Store and Host producers whose
+//   words lie in rig_words or on the page of the device's own word, which the driver maps for
+//   the GPU below 2^40 when it opens; a wait on another word fails the submit.
+// - Code: images are not built yet: image returns Error saying so.
+// - Sleep polls an OS event the compute engine's non-stall interrupt (which ends every value)
+//   makes readable. Faults: a channel that stops writes its error notifier and raises the
+//   RC-error event; sleep then raises edge::Fault, which loses the device, naming the Xid and
+//   the queue ("an MMU fault (Xid 31) in COMPUTE:0"). Other devices go on. hang_ms from
+//   Options (default 10 s).
+// - Stopping tears the channels down and makes the word show the last submitted value; the
+//   regions stay until rig frees them, and with the last of them (or the driver's destruction)
+//   every RM object and UVM range the device made is freed and its files are closed.
+#pragma once
+
+#include <rig/edge.hpp>
+#include <rig/os.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rig::nv {
+
+// What a Fill part's function gets as its queue (rig_fill's first argument): the words of the
+// value being encoded on the part's channel. It writes at most `room` words from words[0] on,
+// sets `count` to the number it wrote, and returns 0 (another value fails the submit).
+struct FillQueue {
+  std::uint32_t* words;
+  std::uint32_t room;
+  std::uint32_t count;
+  std::uint32_t subchannel;  // where the channel's engine is bound: 1 compute, 4 copy
+};
+
+// A GPU the kernel driver lists.
+struct GpuInfo {
+  int index = 0;                   // its device name is "NV:<index>"
+  std::uint32_t gpu_id = 0;        // RM's id of it
+  std::uint32_t minor = 0;         // /dev/nvidia<minor>
+  std::uint64_t vram_bytes = 0;    // its video memory
+  std::uint16_t pci_device = 0;    // its PCI device id
+  std::string bus;                 // its PCI function, "0000:41:00.0"
+};
+// The GPUs CARD_INFO lists through `seam`, in order; Error if /dev/nvidiactl cannot be opened
+// or the ioctl fails.
+Result<std::vector<GpuInfo>> gpus(os::Seam& seam = os::system());
+
+struct Options {
+  std::optional<int> hang_ms = 10'000;  // the facts' hang_ms
+};
+
+// An opener of "NV:<index>", talking to the kernel driver through `seam`.
+edge::Opener<> opener(int index, os::Seam& seam = os::system(), Options options = {});
+
+// The RM handles of a device an opener of this file made, for reading what its GPU sees (the
+// simulator's read_gpu takes them): its client and its VA space. Error if `driver` is another
+// driver's or closed.
+struct Objects {
+  std::uint32_t client = 0, vaspace = 0;
+};
+Result<Objects> objects_of(edge::Driver& driver);
+
+}  // namespace rig::nv

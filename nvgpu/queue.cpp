@@ -1,0 +1,219 @@
+// The NVIDIA driver's hand-over (device.hpp): room, submit, commit.
+//
+// A value is encoded into each channel's push buffer as one GP entry per channel it uses: the
+// channel waits (64-bit semaphore acquires) for the foreign values it needs, runs its parts in
+// order, and where the next part is the other channel's, releases its sequence word for the
+// other channel to acquire. The compute channel ends every value: it acquires the copy
+// channel's sequence word if the copy channel ran parts since, releases v into the device's
+// timeline word and raises the non-stall interrupt. Submit rings the doorbells itself, so it
+// always commits. Copy runs copies and fills of boxes on the copy engine, Words places words
+// on the compute channel as they are, Fill lets a function write them (FillQueue); Launch is
+// not built yet and room says so.
+#include "device.hpp"
+
+#include "push.hpp"
+
+#include <atomic>
+#include <stdexcept>
+
+namespace rig::nv::driver {
+
+void Device::reclaim() {
+  const std::uint64_t done = __atomic_load_n(word_, __ATOMIC_ACQUIRE);
+  while (!flights_.empty() && flights_.front().value <= done) {
+    const Flight& f = flights_.front();
+    for (int i = 0; i < 2; ++i) {
+      Channel& c = i == 0 ? compute_ : copy_;
+      c.push_tail = f.push_end[i], c.gp_tail = f.gp_end[i];
+    }
+    flights_.pop_front();
+  }
+}
+
+std::uint64_t Device::push_cost(const Channel& c, std::uint64_t bytes) const {
+  const std::uint64_t left = kPushBytes - c.push_head % kPushBytes;
+  return bytes <= left ? bytes : left + bytes;
+}
+
+int Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, std::uint64_t words[2],
+                 char* why) const {
+  // words[0]: the compute channel's, words[1]: the copy channel's, as bounds.
+  words[0] = kBindWords + kEndWords + kAcquireWords * (waits + 1);
+  words[1] = 0;
+  int last = -1;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const rig_part& p = parts[i];
+    if (p.queue > 1) return rig_never(why, "part %u: no queue %u (NV:%d has COPY:0 and COMPUTE:0)", i, p.queue, index_);
+    const int ch = p.queue == 0 ? 1 : 0;
+    const std::uint32_t kind = p.kind;
+    if (p.queue == 0 && kind != RIG_KIND_COPY && kind != RIG_KIND_FILL)
+      return rig_never(why, "part %u: COPY:0 runs Copy and Fill, not kind %u", i, kind);
+    if (p.queue == 1 && kind != RIG_KIND_WORDS && kind != RIG_KIND_FILL && kind != RIG_KIND_LAUNCH)
+      return rig_never(why, "part %u: COMPUTE:0 runs Words, Fill and Launch, not kind %u", i, kind);
+    if (kind == RIG_KIND_LAUNCH)
+      return rig_never(why, "part %u: Launch on COMPUTE:0 of %s is not built yet", i, name_.c_str());
+    if (words[ch] == 0) words[ch] = kBindWords + kAcquireWords * waits;
+    if (last >= 0 && last != ch) words[last] += kReleaseWords, words[ch] += kAcquireWords;
+    last = ch;
+    if (kind == RIG_KIND_WORDS) {
+      words[ch] += p.work.words.count;
+    } else if (kind == RIG_KIND_FILL) {
+      words[ch] += p.work.fill.ring_units ? p.work.fill.ring_units : kFillWords;
+    } else {
+      const rig_copy& c = p.work.copy;
+      if ((c.fill < 0 && c.src == 0) || c.dst == 0)
+        return rig_never(why, "part %u: a copy end without an address (NV:%d's memory all has one)", i, index_);
+      for (std::uint32_t b = 0; b < c.count; ++b) {
+        const rig_box& box = c.boxes[b];
+        if (box.width > 0xffffffffu || box.src_pitch > 0xffffffffu || box.dst_pitch > 0xffffffffu)
+          return rig_never(why, "part %u: box %u: a width or pitch of %s, over the copy engine's 32 bits", i, b,
+                           edge::bytes_figure(std::max({box.width, box.src_pitch, box.dst_pitch})).text);
+        // A fill writes a row at a time; a copy of rows at once.
+        words[ch] += kBoxWords * (c.fill >= 0 ? std::max<std::uint64_t>(box.rows, 1) : 1);
+      }
+    }
+  }
+  if (last == 1) words[1] += kReleaseWords, words[0] += kAcquireWords;
+  for (int ch = 0; ch < 2; ++ch)
+    if (words[ch] * 4 > kPushBytes / 2)
+      return rig_never(why, "%s's part of the submission takes %s of push buffer, over the most a value may take (%s)",
+                       ch == 0 ? "COMPUTE:0" : "COPY:0", edge::bytes_figure(words[ch] * 4).text,
+                       edge::bytes_figure(kPushBytes / 2).text);
+  return RIG_FITS;
+}
+
+int Device::room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) {
+  Device& d = self(edge);
+  std::uint64_t words[2];
+  if (int r = d.plan(parts, count, waits, words, why); r != RIG_FITS) return r;
+  d.reclaim();
+  for (int ch = 0; ch < 2; ++ch) {
+    const Channel& c = ch == 0 ? d.compute_ : d.copy_;
+    if (words[ch] == 0) continue;
+    if (c.push_head - c.push_tail + d.push_cost(c, words[ch] * 4) > kPushBytes) return RIG_LATER;
+    if (c.gp_put - c.gp_tail + 1 >= kGpEntries) return RIG_LATER;
+  }
+  return RIG_FITS;
+}
+
+void Device::sync(int from, int to) {
+  // `from` releases its next sequence value; `to` waits for it.
+  Channel& f = from == 0 ? compute_ : copy_;
+  Channel& t = to == 0 ? compute_ : copy_;
+  const std::uint64_t at = control_.address + (from == 0 ? kComputeSequence : kCopySequence);
+  std::uint32_t storage[16];
+  Push rel(storage);
+  semaphore_release(rel, at, ++f.sequence);
+  put(f, rel.words());
+  Push acq(storage);
+  semaphore_acquire(acq, at, f.sequence);
+  put(t, acq.words());
+}
+
+void Device::hand_over(Channel& c) {
+  if (c.words.empty()) return;
+  const std::uint64_t bytes = c.words.size() * 4;
+  const std::uint64_t cost = push_cost(c, bytes);
+  c.push_head += cost - bytes;  // skipped to the start where it would straddle the end
+  const std::uint64_t at = c.push_head % kPushBytes;
+  std::memcpy(c.push.host + at, c.words.data(), bytes);
+  c.push_head += bytes;
+  const auto entry = gp_entry(c.push.address + at, std::uint32_t(c.words.size()));
+  std::memcpy(c.gp_ring + (c.gp_put % kGpEntries) * 2, entry.data(), 8);
+  ++c.gp_put;
+  std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(c.userd + 0x8C))  // USERD GPPut (facts)
+      .store(std::uint32_t(c.gp_put % kGpEntries), std::memory_order_release);
+  std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(usermode_page_ + kDoorbell))
+      .store(c.token, std::memory_order_release);
+  c.words.clear();
+}
+
+int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits, std::uint32_t wait_count,
+                   std::uint64_t v, std::uint64_t*, const char** failure) {
+  Device& d = self(edge);
+  const bool was_bound[2] = {d.compute_.bound, d.copy_.bound};
+  try {
+    std::uint32_t storage[64];
+    bool started[2] = {false, false};
+    auto start = [&](int ch) {
+      if (started[ch]) return;
+      started[ch] = true;
+      Channel& c = ch == 0 ? d.compute_ : d.copy_;
+      Push p(storage);
+      if (!c.bound) set_object(p, c.subchannel, c.engine_class), c.bound = true;
+      for (std::uint32_t w = 0; w < wait_count; ++w) {
+        const std::uint64_t at = d.window_address(waits[w].word);
+        if (!at) throw std::invalid_argument("a wait on a timeline word outside rig_words");
+        semaphore_acquire(p, at, waits[w].value);
+      }
+      if (p.size()) d.put(c, p.words());
+    };
+    int last = -1;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const rig_part& part = parts[i];
+      const int ch = part.queue == 0 ? 1 : 0;
+      Channel& c = ch == 0 ? d.compute_ : d.copy_;
+      start(ch);
+      if (last >= 0 && last != ch) d.sync(last, ch);
+      last = ch;
+      if (part.kind == RIG_KIND_WORDS) {
+        d.put(c, {part.work.words.words, part.work.words.count});
+        continue;
+      }
+      if (part.kind == RIG_KIND_FILL) {
+        const rig_fill& f = part.work.fill;
+        const std::size_t at = c.words.size();
+        const std::uint32_t room = f.ring_units ? f.ring_units : kFillWords;
+        c.words.resize(at + room);
+        FillQueue q{c.words.data() + at, room, 0, c.subchannel};
+        if (const int e = f.fn(&q, f.arg, v); e != 0)
+          throw std::runtime_error(fmt::format("part {}: its fill returned {}", i, e));
+        if (q.count > room)
+          throw std::runtime_error(fmt::format("part {}: its fill wrote {} words, over its {}", i, q.count, room));
+        c.words.resize(at + q.count);
+        continue;
+      }
+      const rig_copy& cp = part.work.copy;
+      for (std::uint32_t b = 0; b < cp.count; ++b) {
+        const rig_box& box = cp.boxes[b];
+        if (box.width == 0 || box.rows == 0) continue;
+        const std::uint64_t dst = cp.dst + box.dst_offset, src = cp.src + box.src_offset;
+        for (std::uint64_t row = 0; row < (cp.fill >= 0 ? box.rows : 1); ++row) {
+          Push p(storage);
+          if (cp.fill >= 0)
+            fill(p, c.subchannel, c.engine_class, dst + row * box.dst_pitch, box.width, std::uint8_t(cp.fill));
+          else if (box.rows == 1)
+            copy_1d(p, c.subchannel, c.engine_class, dst, src, box.width);
+          else
+            copy_2d(p, c.subchannel, c.engine_class, dst, std::uint32_t(box.dst_pitch), src,
+                    std::uint32_t(box.src_pitch), std::uint32_t(box.width), std::uint32_t(box.rows));
+          d.put(c, p.words());
+        }
+      }
+    }
+    start(0);
+    if (last == 1) d.sync(1, 0);
+    Push end(storage);
+    semaphore_release(end, d.window_address(d.word_), v);
+    non_stall_interrupt(end);
+    d.put(d.compute_, end.words());
+    Flight f{v, {}, {}};
+    // The copy channel's entry first, so that the compute channel's acquire finds it running.
+    d.hand_over(d.copy_);
+    d.hand_over(d.compute_);
+    f.push_end[0] = d.compute_.push_head, f.push_end[1] = d.copy_.push_head;
+    f.gp_end[0] = d.compute_.gp_put, f.gp_end[1] = d.copy_.gp_put;
+    d.flights_.push_back(f);
+    d.submitted_ = v;
+  } catch (const std::exception& e) {
+    d.compute_.words.clear(), d.copy_.words.clear();  // nothing of the value reached a ring
+    d.compute_.bound = was_bound[0], d.copy_.bound = was_bound[1];
+    thread_local std::string why;
+    why = d.name_ + ": " + e.what();
+    *failure = why.c_str();
+    return RIG_FAILED;
+  }
+  return RIG_COMMITTED;
+}
+
+}  // namespace rig::nv::driver
