@@ -69,22 +69,7 @@ class SlowWork {
     const std::uint32_t n = ++raised_;
     std::vector<std::uint32_t> words(1 + pm4::kWaitRegMemBody);
     pm4::Pm4(gen_, words).wait_mem32(flag_->address(), pm4::Compare::GreaterEqual, n);
-    Buffer buffer = Buffer::create(device_, words.size() * 4);
-    buffer.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy(words.begin(), words.end(), x.begin()); });
-    Submission::Part part{"COMPUTE:0", {}, Submission::Words{buffer}};
-    Run run;
-    Point p = rig::submit(Submission::make(device_, std::span(&part, 1), 0, 0), run, {}, {});
-    // The thread keeps the flag's buffer, and so its memory, until it wrote the flag.
-    std::thread([d = device_, flag = *flag_, n, before = p.value() - 1, ms] {
-      const volatile std::uint64_t* word = d.facts().word;
-      while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < before) {
-        if (d.lost()) return;
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-      std::this_thread::sleep_for(ms);
-      __atomic_store_n(reinterpret_cast<std::uint32_t*>(*flag.host_address()), n, __ATOMIC_RELEASE);
-    }).detach();
-    return p;
+    return conformance::submit_flag_wait(device_, words, Memory::Device, *flag_, n, 4, ms);
   }
 
  private:

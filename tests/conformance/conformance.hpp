@@ -23,8 +23,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -104,6 +106,15 @@ struct Registration {
     add_targets(std::move(source), std::move(make));
   }
 };
+
+// For a target's slow work (Opened::slow) on a device whose queue can wait on memory:
+// submits `words` — which make COMPUTE:0 wait until the first `width` (4 or 8) bytes of
+// `flag` reach `n` — as one value, in a new buffer of `memory`, and starts a thread that,
+// once the device's word shows the value before it, waits `ms` and stores `n` into the flag.
+// The thread keeps the flag's buffer until it wrote it, and gives up if the device is lost.
+// Returns the value's point.
+Point submit_flag_wait(const Device& device, std::span<const std::uint32_t> words, Memory memory,
+                       const Buffer& flag, std::uint64_t n, std::size_t width, std::chrono::milliseconds ms);
 
 enum class Status { Passed, Failed, Skipped };
 std::string_view status_name(Status);  // "pass", "FAIL", "skip"

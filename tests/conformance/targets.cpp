@@ -1,9 +1,11 @@
 // targets.cpp — the built-in targets (the host device, a memory device, the fake driver in
 // each of its configurations) and the registry of the targets drivers add.
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "../../host/host_driver.hpp"
@@ -263,6 +265,30 @@ std::vector<Target> targets() {
   }
   out.insert(out.end(), std::make_move_iterator(builtin.begin() + 2), std::make_move_iterator(builtin.end()));
   return out;
+}
+
+Point submit_flag_wait(const Device& device, std::span<const std::uint32_t> words, Memory memory,
+                       const Buffer& flag, std::uint64_t n, std::size_t width, std::chrono::milliseconds ms) {
+  if (width != 4 && width != 8) throw std::invalid_argument("submit_flag_wait: a flag is 4 or 8 bytes");
+  Buffer buffer = Buffer::create(device, words.size_bytes(), memory);
+  buffer.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy(words.begin(), words.end(), x.begin()); });
+  Submission::Part part{"COMPUTE:0", {}, Submission::Words{buffer}};
+  Run run;
+  Point p = rig::submit(Submission::make(device, std::span(&part, 1), 0, 0), run, {}, {});
+  std::thread([d = device, flag, n, width, before = p.value() - 1, ms] {
+    const volatile std::uint64_t* word = d.facts().word;
+    while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < before) {
+      if (d.lost()) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    std::this_thread::sleep_for(ms);
+    void* at = reinterpret_cast<void*>(*flag.host_address());
+    if (width == 4)
+      __atomic_store_n(static_cast<std::uint32_t*>(at), std::uint32_t(n), __ATOMIC_RELEASE);
+    else
+      __atomic_store_n(static_cast<std::uint64_t*>(at), n, __ATOMIC_RELEASE);
+  }).detach();
+  return p;
 }
 
 }  // namespace rig::conformance

@@ -61,23 +61,7 @@ class SlowWork {
     std::uint32_t storage[16];
     nv::Push push(storage);
     nv::semaphore_acquire(push, flag_->address(), n);
-    Buffer buffer = Buffer::create(device_, push.size() * 4, Memory::Mapped);
-    buffer.write<std::uint32_t>([&](std::span<std::uint32_t> x) {
-      std::copy(push.words().begin(), push.words().end(), x.begin());
-    });
-    Submission::Part part{"COMPUTE:0", {}, Submission::Words{buffer}};
-    Run run;
-    Point p = rig::submit(Submission::make(device_, std::span(&part, 1), 0, 0), run, {}, {});
-    std::thread([d = device_, flag = *flag_, n, before = p.value() - 1, ms] {
-      const volatile std::uint64_t* word = d.facts().word;
-      while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < before) {
-        if (d.lost()) return;
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-      std::this_thread::sleep_for(ms);
-      __atomic_store_n(reinterpret_cast<std::uint64_t*>(*flag.host_address()), n, __ATOMIC_RELEASE);
-    }).detach();
-    return p;
+    return conformance::submit_flag_wait(device_, push.words(), Memory::Mapped, *flag_, n, 8, ms);
   }
 
  private:
