@@ -14,18 +14,15 @@
 #include <sstream>
 #include <string>
 
+#include "build_outputs.hpp"
 #include "code_object.hpp"
 #include "readelf_notes.hpp"
 
 using namespace rig::amd;
 
-namespace {
+using rig::test::amd::slurp;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "missing build output ", path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+namespace {
 
 std::span<const std::byte> bytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};

@@ -13,45 +13,15 @@
 #include <sstream>
 #include <vector>
 
+#include "build_outputs.hpp"
 #include "gfx11.hpp"
 
 namespace gfx11 = rig::sim::amd::gfx11;
 
+using rig::test::amd::disassembly;
+using rig::test::amd::slurp;
+
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "missing build output ", path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-struct Listed {
-  std::string mnemonic, second;  // second: a VOPD's Y half
-  std::vector<std::uint32_t> words;
-};
-
-// llvm-objdump -d lines: "\tMNEMONIC operands // ADDRESS: HEX HEX".
-std::vector<Listed> disassembly(const std::string& text) {
-  std::vector<Listed> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] != '\t') continue;
-    auto slash = line.rfind("// ");
-    if (slash == std::string::npos) continue;
-    Listed l;
-    std::istringstream head(line.substr(1, slash - 1));
-    head >> l.mnemonic;
-    if (auto dual = line.find(":: "); dual != std::string::npos && dual < slash)
-      std::istringstream(line.substr(dual + 3)) >> l.second;
-    auto colon = line.find(": ", slash);
-    std::istringstream words(line.substr(colon + 2));
-    std::string w;
-    while (words >> w && w.size() == 8) l.words.push_back(std::uint32_t(std::stoul(w, nullptr, 16)));
-    if (!l.words.empty()) out.push_back(std::move(l));
-  }
-  return out;
-}
 
 std::string strip(std::string m) {
   for (const char* suffix : {"_e32", "_e64"})

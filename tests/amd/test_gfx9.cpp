@@ -21,44 +21,18 @@
 #include <thread>
 #include <vector>
 
+#include "build_outputs.hpp"
 #include "code_object.hpp"
 #include "gfx9.hpp"
 
 namespace gfx9 = rig::sim::amd::gfx9;
 
+using rig::test::amd::disassembly;
+using rig::test::amd::slurp;
+
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "missing build output ", path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 std::string built(const std::string& file) { return slurp(fmt::format("{}/{}", RIG_AMD_KERNEL_DIR, file)); }
-
-struct Listed {
-  std::string mnemonic;
-  std::vector<std::uint32_t> words;
-};
-
-// llvm-objdump -d lines: "\tMNEMONIC operands // ADDRESS: HEX HEX".
-std::vector<Listed> disassembly(const std::string& text) {
-  std::vector<Listed> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] != '\t') continue;
-    auto slash = line.rfind("// ");
-    if (slash == std::string::npos) continue;
-    Listed l;
-    std::istringstream(line.substr(1, slash - 1)) >> l.mnemonic;
-    auto colon = line.find(": ", slash);
-    std::istringstream words(line.substr(colon + 2));
-    std::string w;
-    while (words >> w && w.size() == 8) l.words.push_back(std::uint32_t(std::stoul(w, nullptr, 16)));
-    if (!l.words.empty()) out.push_back(std::move(l));
-  }
-  return out;
-}
 
 void check_listing(gfx9::Target target, const std::string& file) {
   auto listed = disassembly(built(file));
