@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <string_view>
+
+#include <dirent.h>
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
@@ -81,9 +85,52 @@ class System final : public Seam {
     errno = saved;
     return r;
   }
+  ssize_t pread(int fd, void* buffer, std::size_t n, off_t offset) override {
+    int saved = errno;
+    ssize_t r = retry([&] { return ::pread(fd, buffer, n, offset); });
+    errno = saved;
+    return r;
+  }
+  ssize_t pwrite(int fd, const void* buffer, std::size_t n, off_t offset) override {
+    int saved = errno;
+    ssize_t r = retry([&] { return ::pwrite(fd, buffer, n, offset); });
+    errno = saved;
+    return r;
+  }
+  std::expected<std::string, int> readlink(const char* path) override {
+    int saved = errno;
+    char target[PATH_MAX];
+    ssize_t n = ::readlink(path, target, sizeof target);
+    int error = errno;
+    errno = saved;
+    if (n < 0) return std::unexpected(-error);
+    return std::string(target, std::size_t(n));
+  }
+  std::expected<std::vector<std::string>, int> list(const char* path) override {
+    int saved = errno;
+    DIR* folder = ::opendir(path);
+    if (!folder) {
+      int error = errno;
+      errno = saved;
+      return std::unexpected(-error);
+    }
+    std::vector<std::string> names;
+    while (const dirent* entry = ::readdir(folder)) {
+      std::string_view name = entry->d_name;
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    ::closedir(folder);
+    errno = saved;
+    return names;
+  }
 };
 
 }  // namespace
+
+ssize_t Seam::pread(int, void*, std::size_t, off_t) { return -ENOSYS; }
+ssize_t Seam::pwrite(int, const void*, std::size_t, off_t) { return -ENOSYS; }
+std::expected<std::string, int> Seam::readlink(const char*) { return std::unexpected(-ENOSYS); }
+std::expected<std::vector<std::string>, int> Seam::list(const char*) { return std::unexpected(-ENOSYS); }
 
 Seam& system() {
   static System* seam = new System;  // never destroyed: drivers may outlive static destruction

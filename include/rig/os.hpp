@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <expected>
 #include <string>
+#include <vector>
 
 #include <poll.h>
 #include <sys/types.h>
@@ -49,6 +50,22 @@ class Seam {
   // A new eventfd(2) counter starting at `initial`, with EFD_* `flags` (EFD_CLOEXEC is always
   // added). Returns its descriptor, or -errno.
   virtual int eventfd(unsigned initial, int flags) = 0;
+
+  // The calls below came later (for VFIO: config space at a region's offset, sysfs links and
+  // folders). A seam that does not implement one answers -ENOSYS.
+
+  // Reads at most `n` bytes of `fd` at `offset` into `buffer`, as pread(2). Returns the bytes
+  // read, or -errno.
+  virtual ssize_t pread(int fd, void* buffer, std::size_t n, off_t offset);
+  // Writes `n` bytes of `buffer` to `fd` at `offset`, as pwrite(2). Returns the bytes written,
+  // or -errno.
+  virtual ssize_t pwrite(int fd, const void* buffer, std::size_t n, off_t offset);
+  // The target of the symbolic link at `path`, as readlink(2), or the unexpected -errno
+  // (-ENOENT when there is no such link, -EINVAL when `path` is not a link).
+  virtual std::expected<std::string, int> readlink(const char* path);
+  // The names in the folder at `path`, without "." and "..", in no particular order, or the
+  // unexpected -errno (-ENOENT when there is no such folder).
+  virtual std::expected<std::vector<std::string>, int> list(const char* path);
 };
 
 // The seam bound to the real system calls. It lives for the whole process.
