@@ -1,18 +1,15 @@
 // The GPUs on this machine's PCI bus (pci.hpp).
 #include "pci.hpp"
 
+#include <pci_bus.hpp>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-extern "C" {
-#include <pci/pci.h>
-}
 #include <xf86drm.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cstdarg>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -42,49 +39,6 @@ std::string lowercase(std::string_view s) {
   std::string out(s);
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   return out;
-}
-
-// libpci reports through two callbacks of the access, which carry no context: an error must
-// not return, so it throws this, which unwinds through libpci's frames (its C is built with
-// unwind tables); a warning is kept in the notes of the scan in progress on this thread.
-struct LibpciError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-thread_local std::vector<std::string>* scan_notes = nullptr;
-
-std::string vformat_c(const char* format, va_list args) {
-  char text[1024];
-  std::vsnprintf(text, sizeof text, format, args);
-  return text;
-}
-[[noreturn]] void on_libpci_error(char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  std::string text = vformat_c(format, args);
-  va_end(args);
-  throw LibpciError(text);
-}
-void on_libpci_warning(char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  std::string text = vformat_c(format, args);
-  va_end(args);
-  if (scan_notes && std::find(scan_notes->begin(), scan_notes->end(), text) == scan_notes->end())
-    scan_notes->push_back(std::move(text));
-}
-void on_libpci_debug(char*, ...) {}
-
-struct PciCleanup {
-  void operator()(pci_access* a) const { pci_cleanup(a); }
-};
-
-// pci.ids' name for the IDs `flags` asks about (libpci prints them in hex where pci.ids has
-// no name); udev's hwdb is not asked, so the names are pci.ids' own.
-template <typename... Ids>
-std::string name_of(pci_access* a, int flags, Ids... ids) {
-  char text[256] = {};
-  const char* got = pci_lookup_name(a, text, sizeof text, flags | PCI_LOOKUP_NO_HWDB, int(ids)...);
-  return got ? got : "";
 }
 
 bool is_gpu_class(std::uint16_t class_id) {
@@ -145,62 +99,21 @@ std::string sysfs_pci_root() {
 }
 
 PciScan scan_gpus(const std::string& sysfs_pci, const RenderNodes& render_nodes) {
-  PciScan scan{sysfs_pci, {}, {}};
-  std::error_code ec;
-  if (!std::filesystem::is_directory(std::filesystem::path(sysfs_pci) / "devices", ec)) {
-    scan.notes.push_back(fmt::format("no PCI bus here: {}/devices is absent", sysfs_pci));
-    return scan;
+  pci::Listing listing = pci::list_functions(sysfs_pci, [](const pci::Function& f) { return is_gpu_class(f.class_id); });
+  PciScan scan{sysfs_pci, {}, std::move(listing.notes)};
+  for (pci::Function& f : listing.functions) {
+    PciGpu gpu;
+    gpu.address = std::move(f.address);
+    gpu.vendor_id = f.vendor_id;
+    gpu.device_id = f.device_id;
+    gpu.class_id = f.class_id;
+    gpu.vendor = std::move(f.vendor);
+    gpu.device = std::move(f.device);
+    gpu.kind = std::move(f.kind);
+    gpu.driver = std::move(f.driver);
+    gpu.render_node = render_nodes(gpu.address);
+    scan.gpus.push_back(std::move(gpu));
   }
-  std::unique_ptr<pci_access, PciCleanup> access(pci_alloc());
-  if (!access) {
-    scan.notes.push_back("cannot list the PCI bus: libpci could not start");
-    return scan;
-  }
-  pci_access* a = access.get();
-  a->error = on_libpci_error;
-  a->warning = on_libpci_warning;
-  a->debug = on_libpci_debug;
-  a->method = PCI_ACCESS_SYS_BUS_PCI;
-  scan_notes = &scan.notes;
-  struct Forget {
-    ~Forget() { scan_notes = nullptr; }
-  } forget;
-  try {
-    std::string path = sysfs_pci;
-    if (pci_set_param(a, const_cast<char*>("sysfs.path"), path.data()) != 0)
-      throw LibpciError("this libpci has no sysfs.path parameter");
-    pci_init(a);
-    pci_scan_bus(a);
-  } catch (const LibpciError& e) {
-    scan.notes.push_back(fmt::format("cannot list the PCI bus at {}: {}", sysfs_pci, e.what()));
-    return scan;
-  }
-  for (pci_dev* d = a->devices; d; d = d->next) {
-    std::string address = address_of(unsigned(d->domain), d->bus, d->dev, d->func);
-    try {
-      int known = pci_fill_info(d, PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_DRIVER);
-      if (!(known & PCI_FILL_CLASS) || !is_gpu_class(d->device_class)) continue;
-      PciGpu gpu;
-      gpu.address = address;
-      gpu.vendor_id = d->vendor_id;
-      gpu.device_id = d->device_id;
-      gpu.class_id = d->device_class;
-      gpu.vendor = name_of(a, PCI_LOOKUP_VENDOR, d->vendor_id);
-      gpu.device = name_of(a, PCI_LOOKUP_DEVICE, d->vendor_id, d->device_id);
-      gpu.kind = name_of(a, PCI_LOOKUP_CLASS, d->device_class);
-      if (known & PCI_FILL_DRIVER)
-        if (const char* driver = pci_get_string_property(d, PCI_FILL_DRIVER); driver && *driver) gpu.driver = driver;
-      gpu.render_node = render_nodes(address);
-      scan.gpus.push_back(std::move(gpu));
-    } catch (const LibpciError& e) {
-      scan.notes.push_back(fmt::format("{} left out: {}", address, e.what()));
-    }
-  }
-  // libpci gives numbers without a word where it has no pci.ids to read.
-  if (!scan.gpus.empty() && a->id_file_name && ::access(a->id_file_name, R_OK) != 0)
-    scan.notes.push_back(fmt::format("no pci.ids at {}: names show as numbers (install the pci.ids package)",
-                                     a->id_file_name));
-  std::sort(scan.gpus.begin(), scan.gpus.end(), [](const PciGpu& x, const PciGpu& y) { return x.address < y.address; });
   return scan;
 }
 
