@@ -22,6 +22,9 @@ PACKAGES = [
     "cmake", "make", "build-essential", "dpkg-dev", "debhelper", "lintian",
     # The hardware test runner's HTML page, rendered in a real browser by its test.
     "chromium",
+    # The VM tests (tests/vm): QEMU under TCG, and busybox for the guest's initramfs. The
+    # guest's kernel package is downloaded (apt-get download), never installed.
+    "qemu-system-x86", "busybox-static",
 ]
 
 
