@@ -276,7 +276,7 @@ def main():
         print(f"vm: initramfs for {version}: {os.path.getsize(initramfs) / 1e6:.1f} MB in {built - started:.1f} s",
               flush=True)
         command = [
-            qemu, "-machine", "q35,kernel-irqchip=split,accel=tcg", "-cpu", "max", "-smp", "1", "-m", "512",
+            qemu, "-machine", "q35,kernel-irqchip=split,accel=tcg", "-cpu", "max", "-icount", "shift=0,sleep=off", "-smp", "1", "-m", "512",
             "-device", "intel-iommu,intremap=on,caching-mode=on",
             "-device", "pcie-root-port,id=edu_port,chassis=1", "-device", "edu,bus=edu_port",
             "-nic", "none", "-display", "none", "-vga", "none", "-serial", "stdio", "-monitor", "none",
