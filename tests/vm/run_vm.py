@@ -67,14 +67,16 @@ def image_package(series):
 
 def kernel_tree(series, cache):
     """The folder holding the extracted kernel package of `series` (boot/vmlinuz-*,
-    lib/modules/*), downloading it into `cache` the first time."""
+    lib/modules/*): the newest one `cache` holds, else the one apt names now, downloaded into
+    `cache` (empty the cache to take a newer kernel)."""
     os.makedirs(cache, exist_ok=True)
-    package = image_package(series) if shutil.which("apt-cache") else None
     prefix = "linux-image-6.12" if series == "6.12" else "linux-image-6.1."
+    cached = sorted(d for d in glob.glob(os.path.join(cache, prefix + "*"))
+                    if glob.glob(os.path.join(d, "boot", "vmlinuz-*")))
+    if cached:
+        return cached[-1]
+    package = image_package(series) if shutil.which("apt-cache") else None
     if package is None:
-        cached = sorted(d for d in glob.glob(os.path.join(cache, prefix + "*")) if os.path.isdir(d))
-        if cached:
-            return cached[-1]
         skip(f"apt knows no {KERNELS[series]} (its suite is not in the apt sources) and {cache} holds none")
     tree = os.path.join(cache, package)
     if glob.glob(os.path.join(tree, "boot", "vmlinuz-*")):
@@ -191,7 +193,7 @@ class Cpio:
         self.out.close()
 
 
-def init_script(programs, modules):
+def init_script(programs, modules, env):
     lines = [
         "#!/bin/busybox sh",
         "/bin/busybox mkdir -p /proc /sys /dev /tmp",
@@ -201,7 +203,7 @@ def init_script(programs, modules):
         "export PATH=/bin",
         "/bin/busybox --install -s /bin",
         "echo RIG-VM-BOOTED",
-    ]
+    ] + [f"export {name}='{value}'" for name, value in env]
     for m in modules:
         lines.append(f"insmod /lib/vm-modules/{m} || echo 'RIG-VM-NOTE insmod {m} failed'")
     lines += [
@@ -230,7 +232,7 @@ def init_script(programs, modules):
     return ("\n".join(lines) + "\n").encode()
 
 
-def build_initramfs(path, programs, tree):
+def build_initramfs(path, programs, tree, env):
     version, modules = module_files(tree)
     archive = Cpio(path)
     busybox = shutil.which("busybox") or "/bin/busybox"
@@ -247,7 +249,7 @@ def build_initramfs(path, programs, tree):
     for name, data in modules:
         archive.file("lib/vm-modules/" + name, data, 0o644)
         names.append(name)
-    archive.file("init", init_script(programs, names))
+    archive.file("init", init_script(programs, names, env))
     archive.close()
     return version
 
@@ -257,6 +259,8 @@ def main():
     parser.add_argument("--kernel", choices=sorted(KERNELS), default="6.12")
     parser.add_argument("--cache", default=default_cache())
     parser.add_argument("--timeout", type=float, default=150)
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in the guest for the programs (RIG_EDU_LAWS=all)")
     parser.add_argument("programs", nargs="+")
     args = parser.parse_args()
 
@@ -271,12 +275,13 @@ def main():
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as work:
         initramfs = os.path.join(work, "initramfs.cpio")
-        version = build_initramfs(initramfs, [os.path.abspath(p) for p in args.programs], tree)
+        env = [tuple(e.split("=", 1)) for e in args.env if "=" in e and "'" not in e]
+        version = build_initramfs(initramfs, [os.path.abspath(p) for p in args.programs], tree, env)
         built = time.monotonic()
         print(f"vm: initramfs for {version}: {os.path.getsize(initramfs) / 1e6:.1f} MB in {built - started:.1f} s",
               flush=True)
         command = [
-            qemu, "-machine", "q35,kernel-irqchip=split,accel=tcg", "-cpu", "max", "-icount", "shift=0,sleep=off", "-smp", "1", "-m", "512",
+            qemu, "-machine", "q35,kernel-irqchip=split,accel=tcg", "-cpu", "max", "-icount", "shift=0,sleep=off", "-smp", "1", "-m", "1024",
             "-device", "intel-iommu,intremap=on,caching-mode=on",
             "-device", "pcie-root-port,id=edu_port,chassis=1", "-device", "edu,bus=edu_port",
             "-nic", "none", "-display", "none", "-vga", "none", "-serial", "stdio", "-monitor", "none",

@@ -1,0 +1,102 @@
+// The edu rig driver (edu_driver.hpp) inside the VM: the conformance laws that apply to a
+// copy-only device pass on it, and its own promises hold (the device writes the timeline
+// word by DMA into IOMMU-mapped memory; work outside its memory loses it with the reason).
+#include "edu.hpp"
+#include "edu_driver.hpp"
+
+#include <conformance.hpp>
+#include <pci_bus.hpp>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+using namespace rig;
+
+namespace {
+
+std::string edu_address() {
+  auto found = pci::find("/sys/bus/pci", edu::vendor_id, edu::device_id);
+  REQUIRE_MESSAGE(!found.empty(), "no edu device (1234:11e8): this program runs inside the VM of tests/vm/run_vm.py");
+  return found.front();
+}
+
+}  // namespace
+
+TEST_CASE("a copy through rig on edu moves the bytes and the device's word shows its value") {
+  auto device = open(edu::opener("EDU", edu_address()));
+  REQUIRE_MESSAGE(device.has_value(), device.error());
+  std::string text(5000, '\0');
+  for (std::size_t i = 0; i < text.size(); ++i) text[i] = char('a' + i % 23);
+  Buffer from = Buffer::create(*device, text.size());
+  Buffer to = Buffer::create(*device, text.size());
+  from.blit_from(std::as_bytes(std::span(text)), 0);  // through Pinned staging, by the device
+  const std::uint64_t before = *device->facts().word;
+  auto started = std::chrono::steady_clock::now();
+  Buffer::copy(from, to);                              // device to device: edu's engine
+  fmt::print("edu: a copy of {} bytes ({} transfers of at most {} bytes) took {:.1f} ms\n", text.size(),
+             (text.size() + edu::largest_transfer - 1) / edu::largest_transfer, edu::largest_transfer,
+             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+  CHECK(*device->facts().word > before);
+  std::string back(text.size(), '\0');
+  to.blit_to(0, std::as_writable_bytes(std::span(back)));
+  CHECK(back == text);
+  to.fill(std::byte{0x5a});
+  to.blit_to(0, std::as_writable_bytes(std::span(back)));
+  CHECK(back == std::string(text.size(), '\x5a'));
+  CHECK(device->facts().bus == edu_address());
+}
+
+// The laws the suite's VM test runs: those that take seconds of the VM's clock on edu (facts,
+// refusals, commits, waits, loss, close), and those that skip on a copy-only device at no
+// cost. The others move megabytes through edu's engine (4 KiB a transfer, 100 ms of the VM's
+// clock each) and run only where RIG_EDU_LAWS=all (docs/vfio.md has their times).
+const std::vector<std::string> quick_laws = {
+    "facts are well formed",
+    "refusals are refusals, and each leaves the device usable",
+    "work completes with no further call: the driver commits on its own within k values",
+    "its work waits for other devices' values, in its queue or on the host",
+    "other devices' work waits for its values",
+    "no room is not a fault: rig reclaims and asks again",
+    "a failed part loses the device and nothing else",
+    "an injected fault in any call of its driver loses the device and nothing else",
+    "every use of a lost device's memory raises Lost",
+    "a wait on a lost producer's unreached value loses the waiting device",
+    "a wait blocked on a device that is lost meanwhile raises Lost",
+    "close of an idle device loses it with reason \"closed\"",
+    "long work that progresses is not a hang",
+    "a stall past hang_ms loses the device with \"no progress for n ms\"",
+};
+
+TEST_CASE("the conformance laws that apply to a copy-only device pass on edu") {
+  // edu moves at most 4 KiB a transfer, each after about 100 ms of the VM's clock: the laws
+  // run at a small scale unless RIG_CONFORMANCE_SCALE says otherwise.
+  setenv("RIG_CONFORMANCE_SCALE", "0.05", 0);
+  auto target = conformance::driver_target("EDU", [address = edu_address()] { return edu::opener("EDU", address); }, 1,
+                                           "edu over VFIO (tests/vm/edu_driver.hpp)");
+  const char* which = std::getenv("RIG_EDU_LAWS");
+  const bool all = which && std::string_view(which) == "all";
+  std::size_t passed = 0, skipped = 0;
+  conformance::RunOptions options;
+  if (!all) options.only = quick_laws;
+  // The VM's clock runs ahead of the host's while the guest idles (QEMU's -icount sleep=off):
+  // a law may take minutes of it.
+  options.timeout = std::chrono::seconds(all ? 900 : 120);
+  options.on_outcome = [&](const conformance::Outcome& o) {
+    fmt::print("law {} {} ({:.2f} s of the VM's clock){}{}\n", conformance::status_name(o.status), o.law, o.seconds,
+               o.message.empty() ? "" : ": ", o.message);
+    std::fflush(stdout);
+  };
+  for (const auto& o : conformance::run(target, options)) {
+    CHECK_MESSAGE(o.status != conformance::Status::Failed, o.law, ": ", o.message);
+    passed += o.status == conformance::Status::Passed;
+    skipped += o.status == conformance::Status::Skipped;
+  }
+  fmt::print("edu: {} laws passed, {} skipped\n", passed, skipped);
+  CHECK(passed >= (all ? 15u : 10u));
+}
