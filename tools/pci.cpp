@@ -1,8 +1,6 @@
 // The GPUs on this machine's PCI bus (pci.hpp).
 #include "pci.hpp"
 
-#include <pci_bus.hpp>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -102,15 +100,7 @@ PciScan scan_gpus(const std::string& sysfs_pci, const RenderNodes& render_nodes)
   pci::Listing listing = pci::list_functions(sysfs_pci, [](const pci::Function& f) { return is_gpu_class(f.class_id); });
   PciScan scan{sysfs_pci, {}, std::move(listing.notes)};
   for (pci::Function& f : listing.functions) {
-    PciGpu gpu;
-    gpu.address = std::move(f.address);
-    gpu.vendor_id = f.vendor_id;
-    gpu.device_id = f.device_id;
-    gpu.class_id = f.class_id;
-    gpu.vendor = std::move(f.vendor);
-    gpu.device = std::move(f.device);
-    gpu.kind = std::move(f.kind);
-    gpu.driver = std::move(f.driver);
+    PciGpu gpu{std::move(f), std::nullopt};
     gpu.render_node = render_nodes(gpu.address);
     scan.gpus.push_back(std::move(gpu));
   }

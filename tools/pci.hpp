@@ -8,6 +8,8 @@
 // without a display engine list themselves).
 #pragma once
 
+#include <pci_bus.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -18,16 +20,10 @@
 
 namespace rig::tool {
 
-// One GPU on the bus.
-struct PciGpu {
-  std::string address;                 // "0000:03:00.0": domain, bus, device, function
-  std::uint16_t vendor_id = 0, device_id = 0;
-  std::uint16_t class_id = 0;          // 0x0300: base class and subclass
-  std::string vendor, device, kind;    // pci.ids' names of vendor, device and class
-  std::optional<std::string> driver;   // the kernel driver bound ("amdgpu"), none if unbound
+// One GPU on the bus: its function (address, IDs, class, names, driver) and its render node.
+struct PciGpu : pci::Function {
   std::optional<std::string> render_node;  // "/dev/dri/renderD128", if it has one
 };
-
 // The render node of the function at a PCI address ("0000:03:00.0"), or nullopt.
 using RenderNodes = std::function<std::optional<std::string>(std::string_view address)>;
 
