@@ -147,6 +147,18 @@ def shared_libraries(program):
     return libs
 
 
+def without_debug_info(program):
+    """The program's bytes without its debug sections (strip, where binutils has it): less
+    for the guest's kernel to unpack."""
+    strip = shutil.which("strip")
+    if not strip:
+        return open(program, "rb").read()
+    with tempfile.TemporaryDirectory() as work:
+        out = os.path.join(work, "stripped")
+        subprocess.run([strip, "--strip-debug", "-o", out, program], check=True)
+        return open(out, "rb").read()
+
+
 class Cpio:
     """An initramfs: a cpio archive in the kernel's "newc" format, uncompressed."""
 
@@ -242,7 +254,7 @@ def build_initramfs(path, programs, tree, env):
     for lib in shared_libraries(busybox):
         archive.host_file(lib)
     for program in programs:
-        archive.host_file(program, "bin/" + os.path.basename(program))
+        archive.file("bin/" + os.path.basename(program), without_debug_info(program))
         for lib in shared_libraries(program):
             archive.host_file(lib)
     names = []
