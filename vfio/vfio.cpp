@@ -153,6 +153,17 @@ Result<std::unique_ptr<Device>> Device::open(os::Seam& seam, std::string_view ad
   auto function = read_function(seam, address, options.paths);
   if (!function) return std::unexpected(function.error());
   const Function& f = *function;
+  if (options.interface == Interface::Iommufd) {
+    const std::string iommu = options.paths.dev + "/iommu";
+    int fd = seam.open(iommu.c_str(), O_RDWR);
+    if (fd >= 0) seam.close(fd);
+    if (fd == -ENOENT)
+      return std::unexpected(fmt::format("{}: {} is absent: this kernel has no iommufd (built without CONFIG_IOMMUFD); "
+                                         "open it through the type1 container",
+                                         f.address, iommu));
+    return std::unexpected(fmt::format("{}: rig's iommufd path is not built yet; open it through the type1 container",
+                                       f.address));
+  }
   const std::string& sysfs = options.paths.sysfs;
   if (!f.driver)
     return std::unexpected(fmt::format("{}: no driver is bound; bind it to vfio-pci: {}", f.address, bind_hint(sysfs, f.address)));

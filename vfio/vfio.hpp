@@ -85,11 +85,18 @@ class Mmio {
   std::uint64_t size_;
 };
 
+// The kernel interfaces a device can be opened through.
+enum class Interface {
+  Type1,    // /dev/vfio/vfio (a container with the type1 IOMMU) and /dev/vfio/GROUP
+  Iommufd,  // /dev/iommu and /dev/vfio/devices/vfioN: not built yet
+};
+
 // How a device is opened.
 struct Options {
   // The device's DMA mask in bits: the IOVAs it can drive (QEMU's edu device: 28). The
   // kernel cannot know it for a device it does not drive; the IOVAs given out stay below it.
   unsigned dma_bits = 64;
+  Interface interface = Interface::Type1;
   Paths paths;
 };
 
@@ -101,7 +108,9 @@ class Device {
   // enable it); /dev/vfio/vfio is absent (load vfio-pci) or lacks the type1 IOMMU; the group
   // is not viable (it names each other member bound to another driver); the group or the
   // device is open elsewhere (busy); the process may not open the group's file
-  // (permission). Throws std::invalid_argument for a malformed address or `options.dma_bits`
+  // (permission). Through Interface::Iommufd it is a Result error saying why: the kernel has
+  // no /dev/iommu (built without CONFIG_IOMMUFD, as Debian 12's are), or rig's iommufd path is
+  // not built yet. Throws std::invalid_argument for a malformed address or `options.dma_bits`
   // outside 12..64. Nothing stays open after a failure.
   static Result<std::unique_ptr<Device>> open(os::Seam& seam, std::string_view address, const Options& options = {});
 

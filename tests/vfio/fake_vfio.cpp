@@ -41,6 +41,7 @@ int FakeVfio::add_file(File f) {
 int FakeVfio::open(const char* path_c, int) {
   std::string path = path_c;
   if (path == std::string(dev) + "/vfio/vfio") return vfio_module ? add_file({Kind::Container}) : -ENOENT;
+  if (path == std::string(dev) + "/iommu") return iommufd ? add_file({Kind::Text}) : -ENOENT;
   const std::string groups = std::string(dev) + "/vfio/";
   if (path.starts_with(groups)) {
     unsigned n = unsigned(std::stoul(path.substr(groups.size())));

@@ -37,6 +37,7 @@ class FakeVfio final : public os::Seam {
 
   // Set-ups of the kernel.
   bool vfio_module = true;     // /dev/vfio/vfio exists
+  bool iommufd = false;        // /dev/iommu exists
   int group_open_error = 0;    // what opening /dev/vfio/GROUP answers (-EACCES), 0 to succeed
   int device_fd_error = 0;     // what VFIO_GROUP_GET_DEVICE_FD answers (-EBUSY), 0 to succeed
   int map_dma_error = 0;       // what VFIO_IOMMU_MAP_DMA answers (-ENOMEM), 0 to succeed

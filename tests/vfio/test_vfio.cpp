@@ -343,3 +343,19 @@ TEST_CASE("a DMA mask outside 12..64 bits throws") {
   CHECK_THROWS_WITH_AS(Device::open(kernel, edu, fake_options(8)), doctest::Contains("12 to 64 bits"), std::invalid_argument);
   CHECK_THROWS_AS(Device::open(kernel, edu, fake_options(65)), std::invalid_argument);
 }
+
+TEST_CASE("iommufd is refused saying why: no /dev/iommu, or rig's path not built yet") {
+  FakeVfio kernel;
+  kernel.add(edu_function());
+  Options o = fake_options();
+  o.interface = Interface::Iommufd;
+  auto absent = Device::open(kernel, edu, o);
+  REQUIRE_FALSE(absent.has_value());
+  CHECK(absent.error() == "0000:00:02.0: /fake/dev/iommu is absent: this kernel has no iommufd (built without "
+                          "CONFIG_IOMMUFD); open it through the type1 container");
+  kernel.iommufd = true;
+  auto unbuilt = Device::open(kernel, edu, o);
+  REQUIRE_FALSE(unbuilt.has_value());
+  CHECK(unbuilt.error().find("rig's iommufd path is not built yet") != std::string::npos);
+  CHECK(kernel.open_descriptors() == 0);
+}

@@ -239,3 +239,11 @@ TEST_CASE("the function is described from sysfs: bound to vfio-pci, in an IOMMU 
   REQUIRE_FALSE(missing.has_value());
   CHECK(missing.error().find("no such PCI function") != std::string::npos);
 }
+
+TEST_CASE("Debian's kernel has no iommufd, and opening through it says so") {
+  Options options;
+  options.interface = Interface::Iommufd;
+  auto device = Device::open(os::system(), edu_address(), options);
+  REQUIRE_FALSE(device.has_value());
+  CHECK(device.error().find("/dev/iommu is absent: this kernel has no iommufd") != std::string::npos);
+}
