@@ -20,6 +20,8 @@ PACKAGES = [
     "llvm-19-dev", "clang-19", "lld-19", "librocsparse0",
     # Building against the installed rig (examples/), and its Debian packages.
     "cmake", "make", "build-essential", "dpkg-dev", "debhelper", "lintian",
+    # Remote devices over UCX (remote/, `rig serve`), and the floors of their benches (ucx_perftest).
+    "libucx-dev", "ucx-utils",
     # The hardware test runner's HTML page, rendered in a real browser by its test.
     "chromium",
 ]
