@@ -221,6 +221,7 @@ struct Reply {
 inline constexpr std::uint32_t kOk = 0;
 inline constexpr std::uint32_t kNone = 1;   // nothing to give: no room, absent
 inline constexpr std::uint32_t kError = 2;  // refused, with why
+inline constexpr std::uint32_t kNoMemory = 3;  // an entry's launches need `a` bytes the device lacks now
 
 // Device `device`'s word moved from `from` to `to`; the bytes its work of those values wrote
 // to mapped host memory come with it. Messages of a device are numbered by `from`: the client
