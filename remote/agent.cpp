@@ -36,6 +36,8 @@ const std::vector<std::string>& known_devices() {
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 // The watcher's longest sleep in the driver before it looks at its stop flag.
 constexpr auto kWatchSlice = std::chrono::milliseconds(20);
+// The most values a submit may come ahead of the next one.
+constexpr std::uint64_t kAheadMost = 1 << 16;
 
 // True iff a and b are equal, in time that depends on their lengths only.
 bool same_token(std::string_view a, std::string_view b) {
@@ -98,6 +100,7 @@ struct Served {
   std::vector<rig_part> parts;
   std::deque<std::vector<rig_box>> boxes;
   std::vector<std::byte> reached_bytes;
+  std::map<std::uint64_t, wire::Submit> ahead;  // values that came before the one after submitted
 };
 
 struct Client {
@@ -434,8 +437,26 @@ class AgentImpl final : public Agent {
     Served* s = device(c, m.device);
     if (!s) return;
     if (s->lost || s->stopped) return;
-    if (m.value != s->submitted + 1)
+    // Active messages arrive in any order (a large one by rendezvous after smaller ones
+    // sent later): a value waits for those before it.
+    if (m.value <= s->submitted || m.value > s->submitted + kAheadMost)
       return lose(c, *s, fmt::format("value {} submitted after value {}", m.value, s->submitted));
+    if (m.value != s->submitted + 1) {
+      s->ahead.emplace(m.value, m);
+      return;
+    }
+    hand_over(c, *s, m);
+    for (auto it = s->ahead.find(s->submitted + 1); it != s->ahead.end() && !s->lost;
+         it = s->ahead.find(s->submitted + 1)) {
+      wire::Submit next = std::move(it->second);
+      s->ahead.erase(it);
+      hand_over(c, *s, next);
+    }
+  }
+
+  // Runs value m.value, the one after s's last.
+  void hand_over(Client& c, Served& served, const wire::Submit& m) {
+    Served* s = &served;
     char why[RIG_WHY] = {};
     if (!translate(*s, m.parts, why)) return lose(c, *s, fmt::format("value {}: {}", m.value, why));
     for (const auto& u : m.uploads) {
@@ -502,8 +523,14 @@ class AgentImpl final : public Agent {
 
   void on(Client& c, const wire::Stop& m) {
     Served* s = device(c, m.device);
-    if (!s || s->stopped) return;
-    stop(*s, m.why);
+    if (!s) return;
+    if (!s->stopped) stop(*s, m.why);
+    std::uint64_t sent;
+    {
+      std::lock_guard g(s->mutex);
+      sent = s->sent;
+    }
+    reply(c, m.request, wire::kOk, {}, sent);
   }
 
   // The window `region` of s if [offset, offset + n) lies in it, else null.
@@ -646,39 +673,53 @@ class AgentImpl final : public Agent {
     s.regions.erase(it);
   }
 
+  // Stops s's driver once the watcher has ended (nothing runs beside stop), telling the
+  // client first how far its word got.
   void stop(Served& s, std::string_view why) {
     s.stopped = true;
     s.stopping = true;
     if (s.watcher.joinable()) s.watcher.join();
+    report(s);
     s.driver->stop(why);
+    report(s);
+  }
+
+  // Sends Reached if s's word moved since the last one, with what its work wrote to windows.
+  // True if it sent one.
+  bool report(Served& s) {
+    const std::uint64_t w = __atomic_load_n(&s.word, __ATOMIC_ACQUIRE);
+    std::uint64_t from;
+    {
+      std::lock_guard g(s.mutex);
+      from = s.sent;
+    }
+    if (w <= from) return false;
+    wire::Reached r{s.id, from, w, {}};
+    {
+      std::lock_guard g(s.mutex);
+      for (auto it = s.downloads.begin(); it != s.downloads.end() && it->first <= w;) {
+        for (const auto& d : it->second) {
+          const Held& h = s.regions.at(d.region);  // checked at submit; freed only once sent
+          r.downloads.push_back({d.region, d.offset, {h.window + d.offset, h.window + d.offset + d.length}});
+        }
+        it = s.downloads.erase(it);
+      }
+    }
+    wire::encode(r, s.reached_bytes);
+    s.worker->send(s.ep, s.reached_bytes);
+    std::lock_guard g(s.mutex);
+    s.sent = w;
+    return true;
   }
 
   // Sends Reached each time s's word moves, with what its work wrote to windows.
   void watch(Served& s) {
     while (!s.stopping.load()) {
-      const std::uint64_t w = __atomic_load_n(&s.word, __ATOMIC_ACQUIRE);
+      if (report(s)) continue;
       std::uint64_t from;
       {
         std::lock_guard g(s.mutex);
         from = s.sent;
-      }
-      if (w > from) {
-        wire::Reached r{s.id, from, w, {}};
-        {
-          std::lock_guard g(s.mutex);
-          for (auto it = s.downloads.begin(); it != s.downloads.end() && it->first <= w;) {
-            for (const auto& d : it->second) {
-              const Held& h = s.regions.at(d.region);  // checked at submit; freed only once sent
-              r.downloads.push_back({d.region, d.offset, {h.window + d.offset, h.window + d.offset + d.length}});
-            }
-            it = s.downloads.erase(it);
-          }
-        }
-        wire::encode(r, s.reached_bytes);
-        s.worker->send(s.ep, s.reached_bytes);
-        std::lock_guard g(s.mutex);
-        s.sent = w;
-        continue;
       }
       try {
         s.driver->sleep(from + 1, kWatchSlice);

@@ -42,6 +42,7 @@ namespace {
 // How long a client waits for the agent's welcome and for each reply.
 constexpr auto kWelcomeLimit = std::chrono::seconds(5);
 constexpr auto kReplyLimit = std::chrono::seconds(30);
+constexpr auto kStopLimit = std::chrono::seconds(2);
 // Scratch of a part that fitted last time: this tag, then the hash of what room judges.
 constexpr std::uint64_t kFittedTag = 0x31544d5247495200ull;  // "\0RIGRMT1"
 
@@ -170,6 +171,7 @@ struct Region {
   std::uint64_t address = 0;
   std::uint64_t bytes = 0;
   std::byte* host = nullptr;  // a window's host memory; null for device memory
+  bool pinned = false;        // host memory of its own (Pinned), freed with it
 };
 
 struct EntryRecord {
@@ -211,10 +213,9 @@ class RemoteDevice final : public edge::Driver {
   }
 
   std::optional<edge::Region> alloc(Memory memory, std::size_t bytes) override {
-    if (memory != Memory::Device)
-      throw std::invalid_argument(fmt::format("{}: {} memory: a remote device allocates Device memory only", name_,
-                                              memory == Memory::Pinned ? "Pinned" : "Mapped"));
-    auto r = reply(c_->request(wire::Alloc{0, id_, std::uint32_t(memory), bytes}));
+    if (memory == Memory::Pinned) return pinned(bytes);
+    // Mapped memory has no window to this host: it is the device's own memory.
+    auto r = reply(c_->request(wire::Alloc{0, id_, std::uint32_t(Memory::Device), bytes}));
     if (r.status == wire::kNone) return std::nullopt;
     if (r.status != wire::kOk) throw std::invalid_argument(fmt::format("{}: {}", name_, r.why));
     std::lock_guard g(regions_mutex_);
@@ -224,20 +225,25 @@ class RemoteDevice final : public edge::Driver {
   }
 
   void free(edge::Region region) override {
+    std::byte* owned = nullptr;
     {
       std::lock_guard g(regions_mutex_);
       if (auto it = regions_.find(region.id); it != regions_.end()) {
+        if (it->second.pinned) owned = it->second.host;
         by_address_.erase(it->second.address);
         regions_.erase(it);
       }
     }
     c_->send(wire::Free{id_, region.id});
+    std::free(owned);
   }
 
   edge::Location locate(edge::Region region) override {
     std::lock_guard g(regions_mutex_);
     const Region& r = regions_.at(region.id);
-    return edge::Location{r.address, std::nullopt, std::intptr_t(region.id)};
+    std::optional<std::uintptr_t> host;
+    if (r.pinned) host = reinterpret_cast<std::uintptr_t>(r.host);
+    return edge::Location{r.address, host, std::intptr_t(region.id)};
   }
 
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override {
@@ -284,7 +290,18 @@ class RemoteDevice final : public edge::Driver {
     if (!lost_.empty()) throw edge::Fault(lost_);
   }
 
-  void stop(std::string_view why) override { c_->send(wire::Stop{id_, std::string(why)}); }
+  // Waits (at most kStopLimit) until the word shows what the agent's device reached by its
+  // stop, since rig returns a lost device's memory only once the word shows its last value.
+  void stop(std::string_view why) override {
+    std::uint64_t last = 0;
+    try {
+      last = reply(c_->request(wire::Stop{0, id_, std::string(why)})).a;
+    } catch (const edge::Fault&) {
+      return;  // the connection is gone: the word moves no more
+    }
+    std::unique_lock g(c_->mutex());
+    c_->cv().wait_for(g, kStopLimit, [&] { return frontier_ >= last || !c_->lost().empty(); });
+  }
 
   // --- the C functions ---
 
@@ -404,6 +421,30 @@ class RemoteDevice final : public edge::Driver {
   wire::Reply reply(wire::Message m) {
     if (auto* r = std::get_if<wire::Reply>(&m)) return std::move(*r);
     throw edge::Fault(fmt::format("{} answered a request with a {} message", c_->address(), "different"));
+  }
+
+  // Pinned memory: host memory of this process, mapped on the agent as a window, so that
+  // its bytes travel as a mapped window's do.
+  std::optional<edge::Region> pinned(std::size_t bytes) {
+    const std::size_t rounded = (bytes + 4095) & ~std::size_t(4095);
+    auto* host = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
+    if (!host) return std::nullopt;
+    wire::Reply r;
+    try {
+      r = reply(c_->request(wire::MapHost{0, id_, rounded}));
+    } catch (...) {
+      std::free(host);
+      throw;
+    }
+    if (r.status != wire::kOk) {
+      std::free(host);
+      if (r.status == wire::kNone) return std::nullopt;
+      throw std::invalid_argument(fmt::format("{}: {}", name_, r.why));
+    }
+    std::lock_guard g(regions_mutex_);
+    regions_[r.a] = Region{r.b, rounded, host, true};
+    by_address_[r.b] = r.a;
+    return edge::Region{std::uintptr_t(r.a)};
   }
 
   // The region that holds `address`, with its id and the address's offset into it; null,

@@ -260,6 +260,7 @@ void put_body(Writer& w, const T& x) {
           w.put(x.request);
           w.put(x.device);
         } else if constexpr (std::is_same_v<T, Stop>) {
+          w.put(x.request);
           w.put(x.device);
           w.text(x.why);
         } else if constexpr (std::is_same_v<T, Welcome>) {
@@ -397,6 +398,7 @@ Message get_body(Type type, Reader& r) {
     }
     case Type::Stop: {
       Stop x;
+      x.request = r.get<std::uint64_t>("request");
       x.device = r.get<std::uint32_t>("device");
       x.why = r.text("why");
       return x;

@@ -48,7 +48,7 @@ enum class Type : std::uint16_t {
   Submit = 10,  // one value's parts, with the bytes they read of mapped host memory; no reply
   Commit = 11,  // no reply
   Grow = 12,    // replied Reply
-  Stop = 13,    // no reply
+  Stop = 13,    // replied Reply (the word's last value)
   // agent → client
   Welcome = 20,  // the answer to Hello
   Opened = 21,   // a device's facts, or why it did not open
@@ -177,7 +177,9 @@ struct Grow {
   std::uint32_t device = 0;
 };
 
+// Replied once the device stopped, with the value its word showed then (a).
 struct Stop {
+  std::uint64_t request = 0;
   std::uint32_t device = 0;
   std::string why;
 };

@@ -36,8 +36,9 @@ Result<std::string> token(std::string_view token = {});
 // memory (host_addresses false: copies stage through mapped host memory, which travels with
 // the submission and back with the word), it maps host memory (maps_host), its queues wait
 // for no producer of this process (the host waits), its word is the one make was given
-// (completion Host), it may block, and it lists no counters and no capability. It allocates
-// Device memory only (invalid_argument for Pinned and Mapped memory). It runs Words, Copy
+// (completion Host), it may block, and it lists no counters and no capability. Its Device and
+// Mapped memory is the agent device's own (no window reaches it from this host); its Pinned
+// memory is this process's, page-aligned, mapped on the agent as a window. It runs Words, Copy
 // and Launch parts; a Fill, a function of this process, never fits (RIG_NEVER).
 //
 // Loss: when the connection breaks (the agent died, the network went; UCX's keepalive
