@@ -32,7 +32,8 @@ const std::vector<std::string>& known_devices() {
   return names;
 }
 
-// How long a departed client's submitted work may take before the agent stops its device.
+// How long a device's submitted work may take, once its client stopped it or went, before
+// the agent stops it anyway.
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 // The watcher's longest sleep in the driver before it looks at its stop flag.
 constexpr auto kWatchSlice = std::chrono::milliseconds(20);
@@ -177,7 +178,8 @@ class AgentImpl final : public Agent {
         if (queue_.empty()) {
           g.unlock();
           for (auto& [ep, c] : clients_)
-            for (auto& s : c.devices) settle(*s);
+            for (auto& s : c.devices)
+              if (s) settle(*s);
           continue;
         }
         e = std::move(queue_.front());
@@ -673,9 +675,23 @@ class AgentImpl final : public Agent {
     s.regions.erase(it);
   }
 
-  // Stops s's driver once the watcher has ended (nothing runs beside stop), telling the
-  // client first how far its word got.
+  // Waits for s's submitted work, at most kDrainLimit.
+  void drain(Served& s) {
+    const auto until = std::chrono::steady_clock::now() + kDrainLimit;
+    while (!s.stopped && !s.lost && __atomic_load_n(&s.word, __ATOMIC_ACQUIRE) < s.submitted &&
+           std::chrono::steady_clock::now() < until) {
+      try {
+        s.driver->sleep(s.submitted, kWatchSlice);
+      } catch (const std::exception&) {
+        return;
+      }
+    }
+  }
+
+  // Stops s's driver once its submitted work is done (at most kDrainLimit) and the watcher
+  // has ended (nothing runs beside stop), telling the client first how far its word got.
   void stop(Served& s, std::string_view why) {
+    drain(s);
     s.stopped = true;
     s.stopping = true;
     if (s.watcher.joinable()) s.watcher.join();
@@ -735,29 +751,27 @@ class AgentImpl final : public Agent {
 
   // A client went: its submitted work runs out (at most kDrainLimit), then everything it
   // held is freed.
+  void on(Client& c, const wire::Close& m) {
+    if (!device(c, m.device)) return;
+    release(*c.devices[m.device]);
+    c.devices[m.device].reset();
+  }
+
   void leave(Client& c) {
-    for (auto& s : c.devices) {
-      if (!s) continue;
-      const auto until = std::chrono::steady_clock::now() + kDrainLimit;
-      while (!s->stopped && !s->lost && __atomic_load_n(&s->word, __ATOMIC_ACQUIRE) < s->submitted &&
-             std::chrono::steady_clock::now() < until) {
-        try {
-          s->driver->sleep(s->submitted, kWatchSlice);
-        } catch (const std::exception&) {
-          break;
-        }
-      }
-      if (!s->stopped) stop(*s, "its client disconnected");
-      s->stopping = true;
-      if (s->watcher.joinable()) s->watcher.join();
-      settle(*s);
-      while (!s->regions.empty()) free_region(*s, s->regions.begin()->first);
-      for (auto& [id, image] : s->images) s->driver->unload(image);
-      s->images.clear();
-      s->driver.reset();
-    }
+    for (auto& s : c.devices)
+      if (s) release(*s);
     c.devices.clear();
     if (worker_) worker_->close(c.ep);
+  }
+
+  // Stops s's driver (stop) and frees what its client held on it.
+  void release(Served& s) {
+    if (!s.stopped) stop(s, "its client let it go");
+    settle(s);
+    while (!s.regions.empty()) free_region(s, s.regions.begin()->first);
+    for (auto& [id, image] : s.images) s.driver->unload(image);
+    s.images.clear();
+    s.driver.reset();
   }
 
   ServeOptions options_;

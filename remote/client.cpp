@@ -186,7 +186,11 @@ struct RemoteEdge {
 class RemoteDevice final : public edge::Driver {
  public:
   RemoteDevice(std::shared_ptr<Connection> c, std::string name, wire::Opened o, volatile std::uint64_t* word);
-  ~RemoteDevice() override { c_->detach(id_); }
+  // The agent frees what the device still holds there, once its work is done.
+  ~RemoteDevice() override {
+    c_->detach(id_);
+    c_->send(wire::Close{id_});
+  }
 
   edge::Facts facts() override {
     edge::Facts f;

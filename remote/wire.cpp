@@ -192,7 +192,7 @@ std::vector<Span> get_spans(Reader& r) {
 // Each message's type: its index in Message is its place in this list.
 constexpr Type kTypes[] = {Type::Hello,   Type::Open,   Type::Alloc,  Type::Free,  Type::MapHost, Type::Image,
                            Type::Entry,   Type::Unload, Type::Room,   Type::Submit, Type::Commit, Type::Grow,
-                           Type::Stop,    Type::Welcome, Type::Opened, Type::Reply, Type::Reached, Type::Lost};
+                           Type::Stop,    Type::Close,  Type::Welcome, Type::Opened, Type::Reply, Type::Reached, Type::Lost};
 static_assert(std::size(kTypes) == std::variant_size_v<Message>);
 
 template <class T, std::size_t I = 0>
@@ -263,6 +263,8 @@ void put_body(Writer& w, const T& x) {
           w.put(x.request);
           w.put(x.device);
           w.text(x.why);
+        } else if constexpr (std::is_same_v<T, Close>) {
+          w.put(x.device);
         } else if constexpr (std::is_same_v<T, Welcome>) {
           w.put<std::uint8_t>(x.admitted);
           w.text(x.why);
@@ -403,6 +405,11 @@ Message get_body(Type type, Reader& r) {
       x.why = r.text("why");
       return x;
     }
+    case Type::Close: {
+      Close x;
+      x.device = r.get<std::uint32_t>("device");
+      return x;
+    }
     case Type::Welcome: {
       Welcome x;
       x.admitted = r.get_bool("admitted");
@@ -477,6 +484,7 @@ const char* type_name(std::uint16_t type) {
     case Type::Commit: return "commit";
     case Type::Grow: return "grow";
     case Type::Stop: return "stop";
+    case Type::Close: return "close";
     case Type::Welcome: return "welcome";
     case Type::Opened: return "opened";
     case Type::Reply: return "reply";
@@ -513,6 +521,7 @@ RIG_WIRE_ENCODE(Submit)
 RIG_WIRE_ENCODE(Commit)
 RIG_WIRE_ENCODE(Grow)
 RIG_WIRE_ENCODE(Stop)
+RIG_WIRE_ENCODE(Close)
 RIG_WIRE_ENCODE(Welcome)
 RIG_WIRE_ENCODE(Opened)
 RIG_WIRE_ENCODE(Reply)

@@ -49,6 +49,7 @@ enum class Type : std::uint16_t {
   Commit = 11,  // no reply
   Grow = 12,    // replied Reply
   Stop = 13,    // replied Reply (the word's last value)
+  Close = 14,   // the client is done with the device: the agent frees what it held; no reply
   // agent → client
   Welcome = 20,  // the answer to Hello
   Opened = 21,   // a device's facts, or why it did not open
@@ -184,6 +185,10 @@ struct Stop {
   std::string why;
 };
 
+struct Close {
+  std::uint32_t device = 0;
+};
+
 // --- agent → client ---
 
 struct Welcome {
@@ -240,7 +245,7 @@ struct Lost {
 };
 
 using Message = std::variant<Hello, Open, Alloc, Free, MapHost, Image, Entry, Unload, Room, Submit, Commit, Grow,
-                             Stop, Welcome, Opened, Reply, Reached, Lost>;
+                             Stop, Close, Welcome, Opened, Reply, Reached, Lost>;
 
 // The message's bytes, in `out` (cleared first). Encoding into a vector that has room
 // allocates nothing. T is one of Message's alternatives.

@@ -86,6 +86,7 @@ TEST_CASE("every message decodes to what was encoded") {
   CHECK(round_trip(Commit{1, 41}).value == 41);
   CHECK(round_trip(Grow{11, 1}).request == 11);
   CHECK(round_trip(Stop{14, 1, "closed"}).why == "closed");
+  CHECK(round_trip(Close{3}).device == 3);
   auto welcome = round_trip(Welcome{true, "", {"CPU", "MEM"}});
   CHECK((welcome.admitted && welcome.devices == std::vector<std::string>{"CPU", "MEM"}));
   Opened opened{12, true, "", 3, "x86_64", 1 << 30, {Queue{"COMPUTE:0", {4, 2, 3}}}, 0, -1, 16, 1 << 20, 5};
