@@ -22,6 +22,8 @@ PACKAGES = [
     "cmake", "make", "build-essential", "dpkg-dev", "debhelper", "lintian",
     # Remote devices over UCX (remote/, `rig serve`), and the floors of their benches (ucx_perftest).
     "libucx-dev", "ucx-utils",
+    # Agents started by mpirun, as on a cluster (tests/remote/check_mpirun.py).
+    "openmpi-bin",
     # The hardware test runner's HTML page, rendered in a real browser by its test.
     "chromium",
 ]
