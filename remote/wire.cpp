@@ -12,11 +12,79 @@ namespace {
 // The most parts, boxes, spans or words a message may declare: far above what rig makes,
 // and small enough that a count times an element's size cannot overflow.
 constexpr std::uint64_t kCountMax = std::uint64_t(1) << 32;
+// The most parameter bytes of a launch (RIG_PARAMS_MAX).
+constexpr std::size_t kParamsMax = 4096;
 
 // The reason a message is malformed.
 struct Malformed {
   std::string why;
 };
+
+// Each message's fields, in their order on the wire, given to `io` (a Writer, which puts
+// them, or a Reader, which gets them): one list serves both ways.
+template <class IO, class M> void fields(IO& io, M& x);
+
+template <class IO, class B>
+void box_fields(IO& io, B& b) {
+  io(b.src_offset, "box");
+  io(b.dst_offset, "box");
+  io(b.width, "box");
+  io(b.rows, "box");
+  io(b.src_pitch, "box");
+  io(b.dst_pitch, "box");
+}
+
+template <class IO, class P>
+void part_fields(IO& io, P& p) {
+  io(p.queue, "queue");
+  io(p.kind, "kind");
+  io(p.after, "after");
+  io(p.words, "words");
+  io(p.src, "src");
+  io(p.dst, "dst");
+  io(p.src_region, "src_region");
+  io(p.dst_region, "dst_region");
+  io(p.src_offset, "src_offset");
+  io(p.dst_offset, "dst_offset");
+  io(p.fill, "fill");
+  io(p.boxes, "boxes");
+  io(p.entry, "entry");
+  for (auto& g : p.groups) io(g, "groups");
+  for (auto& t : p.threads) io(t, "threads");
+  io(p.shared, "shared");
+  io.bytes(p.params, "params", kParamsMax);
+  io(p.refs, "refs");
+}
+
+template <class IO, class S>
+void span_fields(IO& io, S& s) {
+  io(s.region, "span region");
+  io(s.offset, "span offset");
+  io.bytes(s.bytes, "span bytes", ~std::size_t(0));
+}
+
+template <class IO, class R>
+void range_fields(IO& io, R& r) {
+  io(r.region, "download region");
+  io(r.offset, "download offset");
+  io(r.length, "download length");
+}
+
+template <class IO, class Q>
+void queue_fields(IO& io, Q& q) {
+  io.text(q.name, "queue name", kTextMax);
+  io(q.runs, "queue runs");
+}
+
+// The fewest bytes an element of a list takes on the wire, so that a count is checked
+// against what remains before anything is made for it.
+template <class T> constexpr std::size_t kLeast = sizeof(T);
+template <> constexpr std::size_t kLeast<std::string> = 8;
+template <> constexpr std::size_t kLeast<Box> = 48;
+template <> constexpr std::size_t kLeast<Part> = 4 + 4 + 8;
+template <> constexpr std::size_t kLeast<Span> = 8 + 8 + 8;
+template <> constexpr std::size_t kLeast<Range> = 24;
+template <> constexpr std::size_t kLeast<Queue> = 16;
 
 class Writer {
  public:
@@ -28,14 +96,37 @@ class Writer {
     U u = U(v);
     for (std::size_t i = 0; i < sizeof(T); ++i) out_.push_back(std::byte(std::uint8_t(u >> (8 * i))));
   }
-  void bytes(std::span<const std::byte> b) {
+  template <class T>
+  void operator()(const T& v, const char*) {
+    if constexpr (std::is_same_v<T, bool>) {
+      put<std::uint8_t>(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      put(v);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      text(v, "", 0);
+    } else if constexpr (std::is_same_v<T, Box>) {
+      box_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Part>) {
+      part_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Span>) {
+      span_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Range>) {
+      range_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Queue>) {
+      queue_fields(*this, v);
+    } else {  // a list
+      put<std::uint64_t>(v.size());
+      for (const auto& e : v) (*this)(e, "");
+    }
+  }
+  void bytes(const std::vector<std::byte>& b, const char*, std::size_t) {
     put<std::uint64_t>(b.size());
     out_.insert(out_.end(), b.begin(), b.end());
   }
-  void text(const std::string& s) { bytes(std::as_bytes(std::span(s.data(), s.size()))); }
-  void u32s(const std::vector<std::uint32_t>& v) {
-    put<std::uint64_t>(v.size());
-    for (auto x : v) put(x);
+  void text(const std::string& s, const char*, std::size_t) {
+    put<std::uint64_t>(s.size());
+    const auto* p = reinterpret_cast<const std::byte*>(s.data());
+    out_.insert(out_.end(), p, p + s.size());
   }
 
  private:
@@ -54,145 +145,161 @@ class Reader {
     at_ += sizeof(T);
     return T(u);
   }
-  // A count of elements of `each` bytes that must all fit in what remains.
+  template <class T>
+  void operator()(T& v, const char* field) {
+    if constexpr (std::is_same_v<T, bool>) {
+      const auto b = get<std::uint8_t>(field);
+      if (b > 1) throw Malformed{fmt::format("{}: {} is {}, neither 0 nor 1", what_, field, b)};
+      v = b == 1;
+    } else if constexpr (std::is_integral_v<T>) {
+      v = get<T>(field);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      text(v, field, kTextMax);
+    } else if constexpr (std::is_same_v<T, Box>) {
+      box_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Part>) {
+      part_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Span>) {
+      span_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Range>) {
+      range_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Queue>) {
+      queue_fields(*this, v);
+    } else {  // a list
+      v.resize(count(field, kLeast<typename T::value_type>));
+      for (auto& e : v) (*this)(e, field);
+    }
+  }
+  void bytes(std::vector<std::byte>& b, const char* field, std::size_t most) {
+    const auto n = count(field, 1);
+    if (n > most) throw Malformed{fmt::format("{} declares {} bytes of {}, over the most, {}", what_, n, field, most)};
+    b.assign(in_.begin() + std::ptrdiff_t(at_), in_.begin() + std::ptrdiff_t(at_ + n));
+    at_ += n;
+  }
+  void text(std::string& s, const char* field, std::size_t most) {
+    std::vector<std::byte> b;
+    bytes(b, field, most);
+    s.assign(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  void end() const {
+    if (left() != 0) throw Malformed{fmt::format("{} has {} bytes after its last field", what_, left())};
+  }
+
+ private:
+  // A count of elements of at least `each` bytes that must all fit in what remains.
   std::uint64_t count(const char* field, std::size_t each) {
     const auto n = get<std::uint64_t>(field);
     if (n > kCountMax || n * each > left())
       throw Malformed{fmt::format("{} declares {} {}, but {} bytes remain", what_, n, field, left())};
     return n;
   }
-  std::vector<std::byte> bytes(const char* field, std::size_t most = ~std::size_t(0)) {
-    const auto n = count(field, 1);
-    if (n > most) throw Malformed{fmt::format("{} declares {} bytes of {}, over the most, {}", what_, n, field, most)};
-    std::vector<std::byte> b(in_.begin() + std::ptrdiff_t(at_), in_.begin() + std::ptrdiff_t(at_ + n));
-    at_ += n;
-    return b;
-  }
-  std::string text(const char* field, std::size_t most = kTextMax) {
-    auto b = bytes(field, most);
-    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-  }
-  std::vector<std::uint32_t> u32s(const char* field) {
-    const auto n = count(field, 4);
-    std::vector<std::uint32_t> v(n);
-    for (auto& x : v) x = get<std::uint32_t>(field);
-    return v;
-  }
-  bool get_bool(const char* field) {
-    const auto b = get<std::uint8_t>(field);
-    if (b > 1) throw Malformed{fmt::format("{}: {} is {}, neither 0 nor 1", what_, field, b)};
-    return b == 1;
-  }
   std::size_t left() const { return in_.size() - at_; }
-  void end() const {
-    if (left() != 0) throw Malformed{fmt::format("{} has {} bytes after its last field", what_, left())};
-  }
-
- private:
   void need(std::size_t n, const char* field) const {
-    if (left() < n) throw Malformed{fmt::format("{} ends inside {} ({} bytes remain of the {} it needs)", what_, field, left(), n)};
+    if (left() < n)
+      throw Malformed{fmt::format("{} ends inside {} ({} bytes remain of the {} it needs)", what_, field, left(), n)};
   }
   std::span<const std::byte> in_;
   std::size_t at_ = 0;
   const char* what_;
 };
 
-constexpr std::size_t kPartBytesMin = 4 + 4 + 8;  // queue, kind, the count of after
-constexpr std::size_t kSpanBytesMin = 8 + 8 + 8;
-
-void put_part(Writer& w, const Part& p) {
-  w.put(p.queue);
-  w.put(p.kind);
-  w.u32s(p.after);
-  w.u32s(p.words);
-  w.put(p.src);
-  w.put(p.dst);
-  w.put(p.src_region);
-  w.put(p.dst_region);
-  w.put(p.src_offset);
-  w.put(p.dst_offset);
-  w.put(p.fill);
-  w.put<std::uint64_t>(p.boxes.size());
-  for (const Box& b : p.boxes) {
-    w.put(b.src_offset);
-    w.put(b.dst_offset);
-    w.put(b.width);
-    w.put(b.rows);
-    w.put(b.src_pitch);
-    w.put(b.dst_pitch);
+template <class IO, class M>
+void fields(IO& io, M& x) {
+  using T = std::remove_const_t<M>;
+  if constexpr (std::is_same_v<T, Hello>) {
+    io(x.version, "version");
+    io.text(x.token, "token", kTokenMax);
+  } else if constexpr (std::is_same_v<T, Open>) {
+    io(x.request, "request");
+    io(x.device, "device");
+  } else if constexpr (std::is_same_v<T, Alloc>) {
+    io(x.request, "request");
+    io(x.device, "device");
+    io(x.memory, "memory");
+    io(x.bytes, "bytes");
+  } else if constexpr (std::is_same_v<T, Free>) {
+    io(x.device, "device");
+    io(x.region, "region");
+  } else if constexpr (std::is_same_v<T, MapHost>) {
+    io(x.request, "request");
+    io(x.device, "device");
+    io(x.bytes, "bytes");
+  } else if constexpr (std::is_same_v<T, Image>) {
+    io(x.request, "request");
+    io(x.device, "device");
+    io.bytes(x.binary, "binary", ~std::size_t(0));
+  } else if constexpr (std::is_same_v<T, Entry>) {
+    io(x.request, "request");
+    io(x.device, "device");
+    io(x.image, "image");
+    io(x.name, "name");
+  } else if constexpr (std::is_same_v<T, Unload>) {
+    io(x.device, "device");
+    io(x.image, "image");
+  } else if constexpr (std::is_same_v<T, Room>) {
+    io(x.request, "request");
+    io(x.device, "device");
+    io(x.waits, "waits");
+    io(x.parts, "parts");
+  } else if constexpr (std::is_same_v<T, Submit>) {
+    io(x.device, "device");
+    io(x.value, "value");
+    io(x.parts, "parts");
+    io(x.uploads, "spans");
+    io(x.downloads, "downloads");
+  } else if constexpr (std::is_same_v<T, Commit>) {
+    io(x.device, "device");
+    io(x.value, "value");
+  } else if constexpr (std::is_same_v<T, Grow>) {
+    io(x.request, "request");
+    io(x.device, "device");
+  } else if constexpr (std::is_same_v<T, Stop>) {
+    io(x.request, "request");
+    io(x.device, "device");
+    io(x.why, "why");
+  } else if constexpr (std::is_same_v<T, Close>) {
+    io(x.device, "device");
+  } else if constexpr (std::is_same_v<T, Welcome>) {
+    io(x.admitted, "admitted");
+    io(x.why, "why");
+    io(x.devices, "devices");
+  } else if constexpr (std::is_same_v<T, Opened>) {
+    io(x.request, "request");
+    io(x.ok, "ok");
+    io(x.why, "why");
+    io(x.device, "device");
+    io(x.arch, "arch");
+    io(x.budget, "budget");
+    io(x.queues, "queues");
+    io(x.copy_engine, "copy_engine");
+    io(x.hang_ms, "hang_ms");
+    io(x.alignment, "alignment");
+    io(x.cache_bytes, "cache_bytes");
+    io(x.word, "word");
+  } else if constexpr (std::is_same_v<T, Reply>) {
+    io(x.request, "request");
+    io(x.status, "status");
+    io(x.a, "a");
+    io(x.b, "b");
+    io(x.c, "c");
+    io(x.d, "d");
+    io(x.why, "why");
+  } else if constexpr (std::is_same_v<T, Reached>) {
+    io(x.device, "device");
+    io(x.from, "from");
+    io(x.to, "to");
+    io(x.downloads, "spans");
+  } else if constexpr (std::is_same_v<T, Lost>) {
+    io(x.device, "device");
+    io(x.why, "why");
   }
-  w.put(p.entry);
-  for (auto g : p.groups) w.put(g);
-  for (auto t : p.threads) w.put(t);
-  w.put(p.shared);
-  w.bytes(p.params);
-  w.u32s(p.refs);
-}
-
-Part get_part(Reader& r) {
-  Part p;
-  p.queue = r.get<std::uint32_t>("queue");
-  p.kind = r.get<std::uint32_t>("kind");
-  p.after = r.u32s("after");
-  p.words = r.u32s("words");
-  p.src = r.get<std::uint64_t>("src");
-  p.dst = r.get<std::uint64_t>("dst");
-  p.src_region = r.get<std::uint64_t>("src_region");
-  p.dst_region = r.get<std::uint64_t>("dst_region");
-  p.src_offset = r.get<std::uint64_t>("src_offset");
-  p.dst_offset = r.get<std::uint64_t>("dst_offset");
-  p.fill = r.get<std::int32_t>("fill");
-  const auto boxes = r.count("boxes", 48);
-  p.boxes.resize(boxes);
-  for (Box& b : p.boxes) {
-    b.src_offset = r.get<std::uint64_t>("box");
-    b.dst_offset = r.get<std::uint64_t>("box");
-    b.width = r.get<std::uint64_t>("box");
-    b.rows = r.get<std::uint64_t>("box");
-    b.src_pitch = r.get<std::uint64_t>("box");
-    b.dst_pitch = r.get<std::uint64_t>("box");
-  }
-  p.entry = r.get<std::uint64_t>("entry");
-  for (auto& g : p.groups) g = r.get<std::uint32_t>("groups");
-  for (auto& t : p.threads) t = r.get<std::uint32_t>("threads");
-  p.shared = r.get<std::uint32_t>("shared");
-  p.params = r.bytes("params", 4096);
-  p.refs = r.u32s("refs");
-  return p;
-}
-
-void put_parts(Writer& w, const std::vector<Part>& parts) {
-  w.put<std::uint64_t>(parts.size());
-  for (const Part& p : parts) put_part(w, p);
-}
-std::vector<Part> get_parts(Reader& r) {
-  std::vector<Part> parts(r.count("parts", kPartBytesMin));
-  for (Part& p : parts) p = get_part(r);
-  return parts;
-}
-
-void put_spans(Writer& w, const std::vector<Span>& spans) {
-  w.put<std::uint64_t>(spans.size());
-  for (const Span& s : spans) {
-    w.put(s.region);
-    w.put(s.offset);
-    w.bytes(s.bytes);
-  }
-}
-std::vector<Span> get_spans(Reader& r) {
-  std::vector<Span> spans(r.count("spans", kSpanBytesMin));
-  for (Span& s : spans) {
-    s.region = r.get<std::uint64_t>("span region");
-    s.offset = r.get<std::uint64_t>("span offset");
-    s.bytes = r.bytes("span bytes");
-  }
-  return spans;
 }
 
 // Each message's type: its index in Message is its place in this list.
-constexpr Type kTypes[] = {Type::Hello,   Type::Open,   Type::Alloc,  Type::Free,  Type::MapHost, Type::Image,
-                           Type::Entry,   Type::Unload, Type::Room,   Type::Submit, Type::Commit, Type::Grow,
-                           Type::Stop,    Type::Close,  Type::Welcome, Type::Opened, Type::Reply, Type::Reached, Type::Lost};
+constexpr Type kTypes[] = {Type::Hello,  Type::Open,   Type::Alloc,   Type::Free,   Type::MapHost, Type::Image,
+                           Type::Entry,  Type::Unload, Type::Room,    Type::Submit, Type::Commit,  Type::Grow,
+                           Type::Stop,   Type::Close,  Type::Welcome, Type::Opened, Type::Reply,   Type::Reached,
+                           Type::Lost};
 static_assert(std::size(kTypes) == std::variant_size_v<Message>);
 
 template <class T, std::size_t I = 0>
@@ -203,268 +310,17 @@ constexpr Type type_of() {
     return type_of<T, I + 1>();
 }
 
-template <class T>
-void put_body(Writer& w, const T& x) {
-  {
-    {
-        if constexpr (std::is_same_v<T, Hello>) {
-          w.put(x.version);
-          w.text(x.token);
-        } else if constexpr (std::is_same_v<T, Open>) {
-          w.put(x.request);
-          w.text(x.device);
-        } else if constexpr (std::is_same_v<T, Alloc>) {
-          w.put(x.request);
-          w.put(x.device);
-          w.put(x.memory);
-          w.put(x.bytes);
-        } else if constexpr (std::is_same_v<T, Free>) {
-          w.put(x.device);
-          w.put(x.region);
-        } else if constexpr (std::is_same_v<T, MapHost>) {
-          w.put(x.request);
-          w.put(x.device);
-          w.put(x.bytes);
-        } else if constexpr (std::is_same_v<T, Image>) {
-          w.put(x.request);
-          w.put(x.device);
-          w.bytes(x.binary);
-        } else if constexpr (std::is_same_v<T, Entry>) {
-          w.put(x.request);
-          w.put(x.device);
-          w.put(x.image);
-          w.text(x.name);
-        } else if constexpr (std::is_same_v<T, Unload>) {
-          w.put(x.device);
-          w.put(x.image);
-        } else if constexpr (std::is_same_v<T, Room>) {
-          w.put(x.request);
-          w.put(x.device);
-          w.put(x.waits);
-          put_parts(w, x.parts);
-        } else if constexpr (std::is_same_v<T, Submit>) {
-          w.put(x.device);
-          w.put(x.value);
-          put_parts(w, x.parts);
-          put_spans(w, x.uploads);
-          w.put<std::uint64_t>(x.downloads.size());
-          for (const Range& d : x.downloads) {
-            w.put(d.region);
-            w.put(d.offset);
-            w.put(d.length);
-          }
-        } else if constexpr (std::is_same_v<T, Commit>) {
-          w.put(x.device);
-          w.put(x.value);
-        } else if constexpr (std::is_same_v<T, Grow>) {
-          w.put(x.request);
-          w.put(x.device);
-        } else if constexpr (std::is_same_v<T, Stop>) {
-          w.put(x.request);
-          w.put(x.device);
-          w.text(x.why);
-        } else if constexpr (std::is_same_v<T, Close>) {
-          w.put(x.device);
-        } else if constexpr (std::is_same_v<T, Welcome>) {
-          w.put<std::uint8_t>(x.admitted);
-          w.text(x.why);
-          w.put<std::uint64_t>(x.devices.size());
-          for (const auto& d : x.devices) w.text(d);
-        } else if constexpr (std::is_same_v<T, Opened>) {
-          w.put(x.request);
-          w.put<std::uint8_t>(x.ok);
-          w.text(x.why);
-          w.put(x.device);
-          w.text(x.arch);
-          w.put(x.budget);
-          w.put<std::uint64_t>(x.queues.size());
-          for (const auto& q : x.queues) {
-            w.text(q.name);
-            w.u32s(q.runs);
-          }
-          w.put(x.copy_engine);
-          w.put(x.hang_ms);
-          w.put(x.alignment);
-          w.put(x.cache_bytes);
-          w.put(x.word);
-        } else if constexpr (std::is_same_v<T, Reply>) {
-          w.put(x.request);
-          w.put(x.status);
-          w.put(x.a);
-          w.put(x.b);
-          w.put(x.c);
-          w.put(x.d);
-          w.text(x.why);
-        } else if constexpr (std::is_same_v<T, Reached>) {
-          w.put(x.device);
-          w.put(x.from);
-          w.put(x.to);
-          put_spans(w, x.downloads);
-        } else if constexpr (std::is_same_v<T, Lost>) {
-          w.put(x.device);
-          w.text(x.why);
-        }
-    }
+// The message of type `type` read from r.
+template <std::size_t I = 0>
+Message get_body(std::uint16_t type, Reader& r) {
+  if constexpr (I == std::variant_size_v<Message>) {
+    throw Malformed{fmt::format("a message of type {}, which protocol version {} does not have", type, kVersion)};
+  } else {
+    if (std::uint16_t(kTypes[I]) != type) return get_body<I + 1>(type, r);
+    std::variant_alternative_t<I, Message> x;
+    fields(r, x);
+    return x;
   }
-}
-
-Message get_body(Type type, Reader& r) {
-  switch (type) {
-    case Type::Hello: {
-      Hello x;
-      x.version = r.get<std::uint16_t>("version");
-      x.token = r.text("token", kTokenMax);
-      return x;
-    }
-    case Type::Open: {
-      Open x;
-      x.request = r.get<std::uint64_t>("request");
-      x.device = r.text("device");
-      return x;
-    }
-    case Type::Alloc: {
-      Alloc x;
-      x.request = r.get<std::uint64_t>("request");
-      x.device = r.get<std::uint32_t>("device");
-      x.memory = r.get<std::uint32_t>("memory");
-      x.bytes = r.get<std::uint64_t>("bytes");
-      return x;
-    }
-    case Type::Free: {
-      Free x;
-      x.device = r.get<std::uint32_t>("device");
-      x.region = r.get<std::uint64_t>("region");
-      return x;
-    }
-    case Type::MapHost: {
-      MapHost x;
-      x.request = r.get<std::uint64_t>("request");
-      x.device = r.get<std::uint32_t>("device");
-      x.bytes = r.get<std::uint64_t>("bytes");
-      return x;
-    }
-    case Type::Image: {
-      Image x;
-      x.request = r.get<std::uint64_t>("request");
-      x.device = r.get<std::uint32_t>("device");
-      x.binary = r.bytes("binary");
-      return x;
-    }
-    case Type::Entry: {
-      Entry x;
-      x.request = r.get<std::uint64_t>("request");
-      x.device = r.get<std::uint32_t>("device");
-      x.image = r.get<std::uint64_t>("image");
-      x.name = r.text("name");
-      return x;
-    }
-    case Type::Unload: {
-      Unload x;
-      x.device = r.get<std::uint32_t>("device");
-      x.image = r.get<std::uint64_t>("image");
-      return x;
-    }
-    case Type::Room: {
-      Room x;
-      x.request = r.get<std::uint64_t>("request");
-      x.device = r.get<std::uint32_t>("device");
-      x.waits = r.get<std::uint32_t>("waits");
-      x.parts = get_parts(r);
-      return x;
-    }
-    case Type::Submit: {
-      Submit x;
-      x.device = r.get<std::uint32_t>("device");
-      x.value = r.get<std::uint64_t>("value");
-      x.parts = get_parts(r);
-      x.uploads = get_spans(r);
-      x.downloads.resize(r.count("downloads", 24));
-      for (Range& d : x.downloads) {
-        d.region = r.get<std::uint64_t>("download region");
-        d.offset = r.get<std::uint64_t>("download offset");
-        d.length = r.get<std::uint64_t>("download length");
-      }
-      return x;
-    }
-    case Type::Commit: {
-      Commit x;
-      x.device = r.get<std::uint32_t>("device");
-      x.value = r.get<std::uint64_t>("value");
-      return x;
-    }
-    case Type::Grow: {
-      Grow x;
-      x.request = r.get<std::uint64_t>("request");
-      x.device = r.get<std::uint32_t>("device");
-      return x;
-    }
-    case Type::Stop: {
-      Stop x;
-      x.request = r.get<std::uint64_t>("request");
-      x.device = r.get<std::uint32_t>("device");
-      x.why = r.text("why");
-      return x;
-    }
-    case Type::Close: {
-      Close x;
-      x.device = r.get<std::uint32_t>("device");
-      return x;
-    }
-    case Type::Welcome: {
-      Welcome x;
-      x.admitted = r.get_bool("admitted");
-      x.why = r.text("why");
-      x.devices.resize(r.count("devices", 8));
-      for (auto& d : x.devices) d = r.text("device name");
-      return x;
-    }
-    case Type::Opened: {
-      Opened x;
-      x.request = r.get<std::uint64_t>("request");
-      x.ok = r.get_bool("ok");
-      x.why = r.text("why");
-      x.device = r.get<std::uint32_t>("device");
-      x.arch = r.text("arch");
-      x.budget = r.get<std::uint64_t>("budget");
-      x.queues.resize(r.count("queues", 16));
-      for (auto& q : x.queues) {
-        q.name = r.text("queue name");
-        q.runs = r.u32s("queue runs");
-      }
-      x.copy_engine = r.get<std::int32_t>("copy_engine");
-      x.hang_ms = r.get<std::int32_t>("hang_ms");
-      x.alignment = r.get<std::uint64_t>("alignment");
-      x.cache_bytes = r.get<std::uint64_t>("cache_bytes");
-      x.word = r.get<std::uint64_t>("word");
-      return x;
-    }
-    case Type::Reply: {
-      Reply x;
-      x.request = r.get<std::uint64_t>("request");
-      x.status = r.get<std::uint32_t>("status");
-      x.a = r.get<std::uint64_t>("a");
-      x.b = r.get<std::uint64_t>("b");
-      x.c = r.get<std::uint64_t>("c");
-      x.d = r.get<std::uint64_t>("d");
-      x.why = r.text("why");
-      return x;
-    }
-    case Type::Reached: {
-      Reached x;
-      x.device = r.get<std::uint32_t>("device");
-      x.from = r.get<std::uint64_t>("from");
-      x.to = r.get<std::uint64_t>("to");
-      x.downloads = get_spans(r);
-      return x;
-    }
-    case Type::Lost: {
-      Lost x;
-      x.device = r.get<std::uint32_t>("device");
-      x.why = r.text("why");
-      return x;
-    }
-  }
-  throw Malformed{fmt::format("a message of type {}, which protocol version {} does not have", unsigned(type), kVersion)};
 }
 
 }  // namespace
@@ -502,7 +358,7 @@ void encode(const T& m, std::vector<std::byte>& out) {
   w.put(kVersion);
   w.put(std::uint16_t(type_of<T>()));
   w.put<std::uint32_t>(0);  // the body's length, written below
-  put_body(w, m);
+  fields(w, m);
   const auto body = std::uint32_t(out.size() - kHeaderBytes);
   for (std::size_t i = 0; i < 4; ++i) out[8 + i] = std::byte(std::uint8_t(body >> (8 * i)));
 }
@@ -558,7 +414,7 @@ std::expected<Message, std::string> decode(std::span<const std::byte> bytes) {
                                          length, bytes.size() - kHeaderBytes));
     const std::string what = fmt::format("a {} message", type_name(type));
     Reader r(bytes.subspan(kHeaderBytes), what.c_str());
-    Message m = get_body(Type(type), r);
+    Message m = get_body(type, r);
     r.end();
     return m;
   } catch (const Malformed& e) {

@@ -20,10 +20,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support.hpp"
+
 extern char** environ;
 
 using namespace rig;
 using namespace std::chrono_literals;
+using rig::remote::test::eventually;
 
 namespace {
 
@@ -86,15 +89,6 @@ class Tool {
   FILE* out_ = nullptr;
 };
 
-template <class F>
-bool eventually(F f, std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (!f()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 }  // namespace
 

@@ -12,11 +12,13 @@
 #include <numeric>
 #include <thread>
 
+#include "support.hpp"
 #include "ucx.hpp"
 #include "wire.hpp"
 
 using namespace rig;
 using namespace std::chrono_literals;
+using rig::remote::test::eventually;
 
 namespace {
 
@@ -39,15 +41,6 @@ Device open_remote(const std::string& device, std::string token = kToken) {
   return *d;
 }
 
-template <class F>
-bool eventually(F f, std::chrono::milliseconds limit = 2000ms) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (!f()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -113,7 +106,7 @@ TEST_CASE("memory a client freed returns to the agent's device") {
     CHECK(agent().held_bytes() >= before + (1 << 16));
     d.close();
   }
-  CHECK(eventually([&] { return agent().held_bytes() <= before; }));
+  CHECK(eventually([&] { return agent().held_bytes() <= before; }, 2000ms));
 }
 
 TEST_CASE("malformed and truncated messages from a raw UCX client are dropped, and the agent serves on") {
@@ -136,11 +129,11 @@ TEST_CASE("malformed and truncated messages from a raw UCX client are dropped, a
   auto lying = hello;
   lying[8] = std::byte{0xff};
   raw.send(*ep, lying);
-  CHECK(eventually([&] { return agent().dropped() >= dropped + 4; }));
+  CHECK(eventually([&] { return agent().dropped() >= dropped + 4; }, 2000ms));
   CHECK(welcomes.load() == 0);
   // The proper hello is still answered, and another client is served.
   raw.send(*ep, hello);
-  CHECK(eventually([&] { return welcomes.load() == 1; }));
+  CHECK(eventually([&] { return welcomes.load() == 1; }, 2000ms));
   Device d = open_remote("MEM");
   Buffer b = Buffer::create(d, 4096), back = Buffer::create(host(), 4096);
   Buffer::copy(Buffer::of_string(std::string(4096, '*')), b);
