@@ -135,10 +135,14 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
     why = "ucx_perftest did not start";
     return std::nullopt;
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // until the server listens
-  FILE* client = ::popen(fmt::format("/usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", args).c_str(), "r");
-  const std::string printed = client ? drain(client) : "";
-  if (client) ::pclose(client);
+  // The client fails at once while the server does not listen yet: try again a few times.
+  std::string printed;
+  for (int attempt = 0; attempt < 10 && printed.find("|") == std::string::npos; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    FILE* client = ::popen(fmt::format("/usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", args).c_str(), "r");
+    printed = client ? drain(client) : "";
+    if (client) ::pclose(client);
+  }
   drain(server);
   ::pclose(server);
   // With -f its last line is the figures: iterations, latency (50th percentile, average,

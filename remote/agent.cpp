@@ -19,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../host/futex.hpp"
 #include "../host/host_driver.hpp"
 #include "ucx.hpp"
 #include "wire.hpp"
@@ -37,6 +38,10 @@ const std::vector<std::string>& known_devices() {
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 // The watcher's longest sleep in the driver before it looks at its stop flag.
 constexpr auto kWatchSlice = std::chrono::milliseconds(20);
+// How long the service thread and the watchers spin for the next event before they sleep:
+// a futex wake-up costs tens of microseconds on these machines (DESIGN.md), a round trip's
+// next message usually comes sooner.
+constexpr std::uint64_t kSpinNs = 50'000;
 // The most values a submit may come ahead of the next one.
 constexpr std::uint64_t kAheadMost = 1 << 16;
 
@@ -164,13 +169,22 @@ class AgentImpl final : public Agent {
     {
       std::lock_guard g(queue_mutex_);
       queue_.push_back(std::move(e));
+      queued_.fetch_add(1, std::memory_order_release);
     }
     queue_cv_.notify_one();
+  }
+
+  // Spins up to kSpinNs for an event, before the service thread sleeps on the queue.
+  void spin_for_event() {
+    host::Spin spin(kSpinNs / 2, kSpinNs);
+    while (queued_.load(std::memory_order_acquire) == 0 && spin.spin()) {
+    }
   }
 
   void serve() {
     while (true) {
       Event e;
+      spin_for_event();
       {
         std::unique_lock g(queue_mutex_);
         queue_cv_.wait_for(g, std::chrono::milliseconds(50), [&] { return quit_ || !queue_.empty(); });
@@ -184,6 +198,7 @@ class AgentImpl final : public Agent {
         }
         e = std::move(queue_.front());
         queue_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
       }
       if (e.kind == Event::Accepted) {
         clients_[e.ep].ep = e.ep;
@@ -737,6 +752,10 @@ class AgentImpl final : public Agent {
         std::lock_guard g(s.mutex);
         from = s.sent;
       }
+      host::Spin spin(kSpinNs / 2, kSpinNs);
+      while (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) <= from && spin.spin()) {
+      }
+      if (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) > from) continue;
       try {
         s.driver->sleep(from + 1, kWatchSlice);
       } catch (const std::exception& e) {
@@ -785,6 +804,7 @@ class AgentImpl final : public Agent {
   std::deque<Event> queue_;
   bool quit_ = false;
   std::thread service_;
+  std::atomic<std::size_t> queued_{0};  // events in queue_
   std::atomic<std::size_t> client_count_{0};
   std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> held_{0};

@@ -14,6 +14,7 @@
 
 #include <sys/stat.h>
 
+#include "../host/futex.hpp"
 #include "ucx.hpp"
 #include "wire.hpp"
 
@@ -43,6 +44,8 @@ namespace {
 constexpr auto kWelcomeLimit = std::chrono::seconds(5);
 constexpr auto kReplyLimit = std::chrono::seconds(30);
 constexpr auto kStopLimit = std::chrono::seconds(2);
+// How long a sleep spins on the word before it sleeps.
+constexpr std::uint64_t kSpinNs = 50'000;
 // Scratch of a part that fitted last time: this tag, then the hash of what room judges.
 constexpr std::uint64_t kFittedTag = 0x31544d5247495200ull;  // "\0RIGRMT1"
 
@@ -288,7 +291,11 @@ class RemoteDevice final : public edge::Driver {
     return edge::Grown{};
   }
 
+  // Spins briefly (the progress thread stores the word), then sleeps until it is woken.
   void sleep(std::uint64_t v, std::chrono::nanoseconds most) override {
+    host::Spin spin(kSpinNs / 2, kSpinNs);
+    while (shown() < v && !lost_flag_.load(std::memory_order_acquire) && spin.spin()) {
+    }
     std::unique_lock g(c_->mutex());
     c_->cv().wait_for(g, most, [&] { return shown() >= v || !lost_.empty(); });
     if (!lost_.empty()) throw edge::Fault(lost_);
