@@ -12,6 +12,9 @@
 #include <numeric>
 #include <thread>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "support.hpp"
 #include "ucx.hpp"
 #include "wire.hpp"
@@ -142,4 +145,33 @@ TEST_CASE("malformed and truncated messages from a raw UCX client are dropped, a
   back.read<std::uint8_t>([&](std::span<const std::uint8_t> x) { first = x[0]; });
   CHECK(first == '*');
   raw.close(*ep);
+}
+
+TEST_CASE("a token file that others may read is refused; one only its owner reads gives its first line") {
+  char path[] = "/tmp/rig-token-XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "from-the-file\nsecond line\n", 26) == 26);
+  ::close(fd);
+  const char* before = std::getenv("RIG_TOKEN");
+  const std::string saved = before ? before : "";
+  ::unsetenv("RIG_TOKEN");
+  ::setenv("RIG_TOKEN_FILE", path, 1);
+  ::chmod(path, 0644);
+  auto open_to_all = remote::token();
+  ::chmod(path, 0600);
+  auto owner_only = remote::token();
+  ::unsetenv("RIG_TOKEN_FILE");
+  auto none = remote::token();
+  auto agent = remote::Agent::start({"127.0.0.1:0", {}, ""});  // an agent refuses to start without one
+  if (before) ::setenv("RIG_TOKEN", saved.c_str(), 1);
+  ::unlink(path);
+  REQUIRE_FALSE(open_to_all.has_value());
+  CHECK(open_to_all.error() == fmt::format("the token file {} may be read by others (mode 644); chmod 600 it", path));
+  REQUIRE(owner_only.has_value());
+  CHECK(*owner_only == "from-the-file");
+  REQUIRE_FALSE(none.has_value());
+  CHECK(none.error().starts_with("no token"));
+  REQUIRE_FALSE(agent.has_value());
+  CHECK(agent.error().starts_with("no token"));
 }
