@@ -1,7 +1,16 @@
 #include "floors.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
 #include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -84,6 +93,75 @@ Spread openmp_empty_region(int repeats, std::uint64_t n, int threads) {
       { asm volatile("" ::: "memory"); }
     }
   });
+}
+
+namespace {
+
+// A TCP port on loopback that no one listens on now, for ucx_perftest's exchange.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t n = sizeof a;
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+std::string drain(FILE* f) {
+  std::string out;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, f)) out += buffer;
+  return out;
+}
+
+}  // namespace
+
+std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes, std::uint64_t iterations,
+                                   std::string& why) {
+  if (::access("/usr/bin/ucx_perftest", X_OK) != 0) {
+    why = "ucx_perftest is missing (Debian's ucx-utils)";
+    return std::nullopt;
+  }
+  const int port = free_port();
+  const std::string args = fmt::format("-t {} -s {} -n {} -w {} -p {} -f", test, bytes, iterations,
+                                       std::max<std::uint64_t>(1, iterations / 10), port);
+  FILE* server = ::popen(fmt::format("/usr/bin/ucx_perftest {} 2>&1", args).c_str(), "r");
+  if (!server) {
+    why = "ucx_perftest did not start";
+    return std::nullopt;
+  }
+  // The client fails at once while the server does not listen yet: try again a few times.
+  std::string printed;
+  for (int attempt = 0; attempt < 10 && printed.find("|") == std::string::npos; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    FILE* client = ::popen(fmt::format("/usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", args).c_str(), "r");
+    printed = client ? drain(client) : "";
+    if (client) ::pclose(client);
+  }
+  drain(server);
+  ::pclose(server);
+  // With -f its last line is the figures: iterations, latency (50th percentile, average,
+  // overall; µs), bandwidth (average, overall; MB/s), message rate (average, overall).
+  std::string last;
+  std::istringstream lines(printed);
+  for (std::string line; std::getline(lines, line);) {
+    const auto first = line.find_first_not_of(' ');
+    if (first != std::string::npos && line[first] >= '0' && line[first] <= '9') last = line;
+  }
+  std::istringstream in(last);
+  double count = 0, typical = 0, average = 0, overall = 0, bw_average = 0, bw_overall = 0;
+  in >> count >> typical >> average >> overall >> bw_average >> bw_overall;
+  if (last.empty() || !in) {
+    why = "ucx_perftest printed no figure rig can read: " + printed.substr(0, 200);
+    return std::nullopt;
+  }
+  if (test.ends_with("_lat")) return 2 * typical * 1000;  // one way in µs → a round trip in ns
+  return bw_overall * double(1 << 20) / 1e9;               // MB/s (2^20 bytes) → GB/s
 }
 
 }  // namespace rig::bench

@@ -51,7 +51,9 @@ std::optional<std::string> refuses_launch(const Device& d) {
     for (const auto& q : d.queues()) queues.push_back(q.name);
     return fmt::format("{} runs no launches (its queues: {})", d.name(), fmt::join(queues, ", "));
   }
-  if (d != host())
+  // The agent's host device of a machine like this one runs the same object.
+  const bool remote_host = d.name().starts_with("CPU@") && d.arch() == host().arch();
+  if (d != host() && !remote_host)
     return fmt::format("the launch benches carry an empty kernel for the host device (CPU, an x86-64 ELF object) "
                        "only, none for {} (arch {})",
                        d.name(), d.arch());
@@ -62,6 +64,15 @@ std::vector<Figure> roundtrip(const Options& o) {
   const Device d = o.device.value_or(host());
   const std::uint64_t n = 20000;
   std::vector<Figure> out;
+  if (d.name().find('@') != std::string::npos) {
+    // A remote device: beside UCX's own active-message round trip.
+    Spread rig = launch_and_wait(d, o.repeats, 2000, 1);
+    std::string why;
+    auto am = ucx_perftest("ucp_am_lat", 8, 20000, why);
+    return {make_figure(named("roundtrip", d), rig, "ns", am ? Spread{*am, *am, *am} : Spread{},
+                        am ? "ucx_perftest ucp_am_lat round trip, loopback" : "ucx_perftest unavailable: " + why,
+                        "launch + wait of an empty one-group kernel on the agent's host device")};
+  }
   Spread rig = launch_and_wait(d, o.repeats, n, 1);
   Spread ping = spin_ping_pong(o.repeats, n);
   out.push_back(make_figure(named("roundtrip", d), rig, "ns", ping, "two-thread atomic ping-pong",

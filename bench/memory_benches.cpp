@@ -10,6 +10,7 @@
 
 #include "../tests/support/fake_driver.hpp"
 #include "bench.hpp"
+#include "floors.hpp"
 
 namespace rig::bench {
 namespace {
@@ -42,6 +43,21 @@ std::vector<Figure> copy_with(const Device& d, int repeats) {
   Spread floor = gbps(repeats, [&] { std::memcpy(pb, pa, bytes); }, bytes);
   Spread to = gbps(repeats, [&] { Buffer::copy(a, v); }, bytes);
   Spread from = gbps(repeats, [&] { Buffer::copy(v, b); }, bytes);
+  if (d.name().find('@') != std::string::npos) {
+    // A remote device: beside UCX's own put bandwidth of messages of the same size.
+    std::string why;
+    auto put = ucx_perftest("ucp_put_bw", bytes, 8, why);
+    const Spread ucx = put ? Spread{*put, *put, *put} : Spread{};
+    const std::string name = put ? "ucx_perftest ucp_put_bw, loopback" : "ucx_perftest unavailable: " + why;
+    const std::string size = fmt::format("{} MiB", double(bytes) / double(1 << 20));
+    std::vector<Figure> out{
+        make_figure(on("copy-host-device", d), to, "GB/s", ucx, name,
+                    fmt::format("Buffer::copy of {} from host memory to {}'s memory", size, d.name())),
+        make_figure(on("copy-device-host", d), from, "GB/s", ucx, name,
+                    fmt::format("Buffer::copy of {} from {}'s memory to host memory", size, d.name()))};
+    for (auto& f : out) f.ratio = f.floor > 0 ? f.value / f.floor : 0;  // a fraction of UCX's rate
+    return out;
+  }
   const std::string size = fmt::format("{} MiB", double(bytes) / double(1 << 20));
   const std::string memory = fmt::format("{}'s memory ({})", d.name(),
                                          d.facts().host_addresses ? "the host addresses it"

@@ -531,6 +531,9 @@ std::span<const std::string_view> drivers() {
 #if RIG_DRIVER_DISK
       "disk",
 #endif
+#if RIG_DRIVER_REMOTE
+      "remote",
+#endif
   };
   return built;
 }

@@ -20,6 +20,10 @@ PACKAGES = [
     "llvm-19-dev", "clang-19", "lld-19", "librocsparse0",
     # Building against the installed rig (examples/), and its Debian packages.
     "cmake", "make", "build-essential", "dpkg-dev", "debhelper", "lintian",
+    # Remote devices over UCX (remote/, `rig serve`), and the floors of their benches (ucx_perftest).
+    "libucx-dev", "ucx-utils",
+    # Agents started by mpirun, as on a cluster (tests/remote/check_mpirun.py).
+    "openmpi-bin",
     # The hardware test runner's HTML page, rendered in a real browser by its test.
     "chromium",
     # The VM tests (tests/vm): QEMU under TCG, and busybox for the guest's initramfs. The

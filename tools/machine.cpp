@@ -26,6 +26,9 @@
 #if RIG_DRIVER_CUDA
 #include <rig/cuda.hpp>
 #endif
+#if RIG_DRIVER_REMOTE
+#include <rig/remote.hpp>
+#endif
 
 namespace rig::tool {
 namespace {
@@ -129,7 +132,38 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
     report(fmt::format("CUDA: {}", gpus.error()));
   }
 #endif
+#if RIG_DRIVER_REMOTE
+  for (const auto& agent : remote_agents()) {
+    auto names = remote::devices(agent);
+    if (!names) {
+      report(fmt::format("RIG_REMOTE: {}", names.error()));
+      continue;
+    }
+    auto host = agent.substr(0, agent.rfind(':'));
+    for (const auto& name : *names)
+      out.push_back({fmt::format("{}@{}", name, host), fmt::format("{} of the agent at {} (RIG_REMOTE)", name, agent),
+                     [agent, name] { return remote::opener(agent, name); },
+                     1,  // the agent commits each value it is given
+                     {},
+                     std::nullopt});
+  }
+#endif
   (void)report;
+  return out;
+}
+
+std::vector<std::string> remote_agents() {
+  std::vector<std::string> out;
+  const char* list = std::getenv("RIG_REMOTE");
+  if (!list) return out;
+  std::string_view rest = list;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const auto one = rest.substr(0, comma);
+    if (!one.empty()) out.emplace_back(one);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
   return out;
 }
 
@@ -182,6 +216,10 @@ std::vector<std::string> device_names() {
     out.push_back(fmt::format("no CUDA:N ({})", gpus.error()));
   }
 #endif
+#if RIG_DRIVER_REMOTE
+  for (const auto& agent : remote_agents())
+    out.push_back(fmt::format("DEVICE@HOST for each device of the agent at {} (RIG_REMOTE)", agent));
+#endif
   return out;
 }
 
@@ -208,6 +246,11 @@ Result<Device> open_named(const std::string& name) {
     if (!gpus) return std::unexpected(fmt::format("no device is named {}: {}", name, gpus.error()));
     if (*index < *gpus) return open(rig::cuda::opener(*index));
   }
+#endif
+#if RIG_DRIVER_REMOTE
+  if (name.find('@') != std::string::npos)
+    for (auto& gpu : gpu_openers([](const std::string&) {}))
+      if (gpu.name == name) return open(gpu.make());
 #endif
   return std::unexpected(fmt::format("no device is named {}", name));
 }

@@ -1,7 +1,8 @@
 // machine.hpp — the devices of this machine that the rig tool reaches by name: the host
 // device ("CPU"), memory devices ("MEM…"), the disk device ("DISK"), AMD GPUs through KFD
 // ("AMD:N"; with RIG_SIM=amd one simulated gfx1100) and CUDA GPUs through libcuda ("CUDA:N"),
-// as this build of the tool has them.
+// as this build of the tool has them, and the devices of the `rig serve` agents that
+// RIG_REMOTE lists ("DEVICE@HOST").
 #pragma once
 
 #include <rig/edge.hpp>
@@ -28,7 +29,7 @@ Result<Device> open_named(const std::string& name);
 // The names open_named takes, one a line with what each is, for a message that refuses one.
 std::vector<std::string> device_names();
 
-// Each GPU open_all would open, as a way to open more devices of it: its name, what it is,
+// Each GPU open_all would open, and each device of the agents RIG_REMOTE lists, as a way to open more devices of it: its name, what it is,
 // a maker of its opener, and the bound within which its driver commits on its own.
 struct Gpu {
   std::string name, about;
@@ -41,6 +42,9 @@ struct Gpu {
   std::optional<std::string> bus;
 };
 std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& report);
+
+// The agents RIG_REMOTE lists, comma-separated HOST:PORT addresses; empty where it is unset.
+std::vector<std::string> remote_agents();
 
 // The ways this build of the tool reaches GPUs: whether it has the AMD driver and KFD is
 // there for it (/dev/kfd, or the simulated GPU of RIG_SIM=amd), whether it has the CUDA

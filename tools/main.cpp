@@ -56,6 +56,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 86400));
   conform_cmd->add_flag("--list", conform.list, "print a line TARGET<tab>LAW for each law chosen, and run none");
 
+  rig::tool::ServeOptions serve;
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "serve this machine's devices to rig clients over UCX; prints \"listening HOST:PORT\" once listening");
+  serve_cmd->add_option("--listen", serve.listen, "HOST:PORT to listen on (default 127.0.0.1:0: loopback, any port)");
+  serve_cmd->add_option("--devices", serve.devices, "the devices to serve (default: CPU and MEM)")->delimiter(',');
+  serve_cmd->add_option("--token-file", serve.token_file,
+                        "the file of the token clients must prove, readable by its owner only (default: RIG_TOKEN, "
+                        "or the file RIG_TOKEN_FILE names)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*devices_cmd) return rig::tool::devices(devices);
@@ -63,6 +72,7 @@ int main(int argc, char** argv) {
     if (*bench_cmd) return rig::tool::bench(bench);
     if (*prof_cmd) return rig::tool::prof(prof);
     if (*conform_cmd) return rig::tool::conform(conform);
+    if (*serve_cmd) return rig::tool::serve(serve);
   } catch (const std::exception& e) {
     fmt::print(stderr, "rig: {}\n", e.what());
     return 1;

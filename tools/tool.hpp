@@ -28,4 +28,11 @@ struct BenchOptions {
 };
 int bench(const BenchOptions&);
 
+struct ServeOptions {
+  std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0: one the system picks
+  std::vector<std::string> devices;    // empty: every device the agent serves
+  std::string token_file;              // empty: RIG_TOKEN or RIG_TOKEN_FILE
+};
+int serve(const ServeOptions&);
+
 }  // namespace rig::tool

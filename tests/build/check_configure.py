@@ -77,16 +77,16 @@ def main():
         check("... naming liburing-dev", "liburing-dev" in out, out[-800:])
 
         status, out, build = setup(source, work, "none", "-Damd=disabled", "-Dnv=disabled", "-Dcuda=disabled",
-                                   "-Ddisk=disabled")
+                                   "-Ddisk=disabled", "-Dremote=disabled")
         check("every driver disabled configures", status == 0, out[-800:])
         if status == 0:
             defines = config(build)
             check("... rig/config.h has no driver",
-                  [defines.get(f"RIG_DRIVER_{d}") for d in ("AMD", "NV", "CUDA", "DISK")] == ["0", "0", "0", "0"],
+                  [defines.get(f"RIG_DRIVER_{d}") for d in ("AMD", "NV", "CUDA", "DISK", "REMOTE")] == ["0"] * 5,
                   str(defines))
             files = installed(build)
             headers = [os.path.basename(f) for f in files if "/include/rig/" in f]
-            check("... no driver's opener is installed", not {"amd.hpp", "nv.hpp", "cuda.hpp", "disk.hpp"} & set(headers),
+            check("... no driver's opener is installed", not {"amd.hpp", "nv.hpp", "cuda.hpp", "disk.hpp", "remote.hpp"} & set(headers),
                   str(headers))
             check("... the API and the contract are", {"rig.hpp", "edge.hpp", "rig_edge.h", "config.h"} <= set(headers),
                   str(headers))

@@ -102,7 +102,8 @@ TEST_CASE("drivers() names the drivers rig/config.h says are built in, and versi
   CHECK(has("nv") == bool(RIG_DRIVER_NV));
   CHECK(has("cuda") == bool(RIG_DRIVER_CUDA));
   CHECK(has("disk") == bool(RIG_DRIVER_DISK));
-  CHECK(built.size() == 2u + RIG_DRIVER_AMD + RIG_DRIVER_NV + RIG_DRIVER_CUDA + RIG_DRIVER_DISK);
+  CHECK(has("remote") == bool(RIG_DRIVER_REMOTE));
+  CHECK(built.size() == 2u + RIG_DRIVER_AMD + RIG_DRIVER_NV + RIG_DRIVER_CUDA + RIG_DRIVER_DISK + RIG_DRIVER_REMOTE);
   CHECK(version() == RIG_VERSION);
   CHECK(std::string(RIG_VERSION) == std::to_string(RIG_VERSION_MAJOR) + "." + std::to_string(RIG_VERSION_MINOR) +
                                         "." + std::to_string(RIG_VERSION_PATCH));

@@ -25,7 +25,7 @@ EXPECTED = {
                 r"usr/share/doc/librig0/copyright", r"usr/share/doc/librig0/changelog\.gz"],
     "librig-dev": [r"usr/include/rig/rig\.hpp", r"usr/include/rig/edge\.hpp", r"usr/include/rig/rig_edge\.h",
                    r"usr/include/rig/config\.h", r"usr/include/rig/amd\.hpp", r"usr/include/rig/cuda\.hpp",
-                   r"usr/include/rig/disk\.hpp", rf"{ARCH_LIB}/librig\.so", rf"{ARCH_LIB}/librig\.a",
+                   r"usr/include/rig/disk\.hpp", r"usr/include/rig/remote\.hpp", rf"{ARCH_LIB}/librig\.so", rf"{ARCH_LIB}/librig\.a",
                    rf"{ARCH_LIB}/pkgconfig/rig\.pc", rf"{ARCH_LIB}/cmake/rig/rigConfig\.cmake",
                    rf"{ARCH_LIB}/cmake/rig/rigConfigVersion\.cmake"],
     "rig-tools": [r"usr/bin/rig", r"usr/share/man/man1/rig\.1\.gz"],

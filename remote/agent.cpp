@@ -1,0 +1,828 @@
+// agent.cpp — the agent `rig serve` runs: it opens this machine's devices for the clients
+// that prove its token and runs their work, checking everything a message names against
+// what that client holds (docs/remote.md, "Security").
+//
+// Threads: the worker's progress thread turns UCX's events into a queue; one service thread
+// takes them in order and makes every driver call but sleep; each served device has a
+// watcher thread that sleeps in its driver and sends Reached when its word moves.
+#include <rig/remote.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "../host/futex.hpp"
+#include "../host/host_driver.hpp"
+#include "ucx.hpp"
+#include "wire.hpp"
+
+namespace rig::remote {
+namespace {
+
+// The devices an agent can serve, by name.
+const std::vector<std::string>& known_devices() {
+  static const std::vector<std::string> names{"CPU", "MEM"};
+  return names;
+}
+
+// How long a device's submitted work may take, once its client stopped it or went, before
+// the agent stops it anyway.
+constexpr auto kDrainLimit = std::chrono::seconds(10);
+// The watcher's longest sleep in the driver before it looks at its stop flag.
+constexpr auto kWatchSlice = std::chrono::milliseconds(20);
+// How long the service thread and the watchers spin for the next event before they sleep:
+// a futex wake-up costs tens of microseconds on these machines (DESIGN.md), a round trip's
+// next message usually comes sooner.
+constexpr std::uint64_t kSpinNs = 50'000;
+// The most values a submit may come ahead of the next one.
+constexpr std::uint64_t kAheadMost = 1 << 16;
+
+// True iff a and b are equal, in time that depends on their lengths only.
+bool same_token(std::string_view a, std::string_view b) {
+  const std::size_t n = std::max(a.size(), b.size());
+  unsigned diff = unsigned(a.size() != b.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
+    diff |= unsigned(x ^ y);
+  }
+  return diff == 0;
+}
+
+// A region a client holds: memory of the device, or a window of host memory the agent keeps
+// for the client's mapped host memory (its bytes travel in Submit and Reached).
+struct Held {
+  edge::Region region;
+  std::uint64_t address = 0;
+  std::intptr_t handle = 0;
+  std::uint64_t bytes = 0;
+  std::byte* window = nullptr;  // the window's memory, or null for device memory
+};
+
+// A function of an image, as a launch names it.
+struct EntryRecord {
+  std::uint64_t image = 0;
+  std::uint64_t code = 0;
+  const void* launch = nullptr;
+};
+
+// A device the agent opened for one client.
+struct Served {
+  std::string name;
+  std::uint32_t id = 0;
+  ucp_ep_h ep = nullptr;
+  ucx::Worker* worker = nullptr;
+  std::unique_ptr<edge::Driver> driver;
+  edge::Facts facts;
+  const rig_driver* c = nullptr;
+  alignas(64) volatile std::uint64_t word = 0;
+  std::uint64_t submitted = 0;
+  std::uint64_t next_id = 1;
+  bool stopped = false;
+  std::map<std::uint64_t, Held> regions;          // by id
+  std::map<std::uint64_t, std::uint64_t> by_address;  // device memory: address → id
+  std::map<std::uint64_t, edge::ImageId> images;  // by id
+  std::vector<EntryRecord> entries;               // a launch's entry is its index + 1
+
+  // Shared with the watcher.
+  std::mutex mutex;
+  std::map<std::uint64_t, std::vector<wire::Range>> downloads;  // by value
+  std::uint64_t sent = 0;  // the word as the last Reached gave it
+  std::atomic<bool> lost{false};
+  std::atomic<bool> stopping{false};
+  std::thread watcher;
+
+  // Frees and unloads waiting for the values submitted before them: (value, region or image).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> frees, unloads;
+
+  // The parts of the submission being handed over, as rig_edge.h has them.
+  std::vector<rig_part> parts;
+  std::deque<std::vector<rig_box>> boxes;
+  std::vector<std::byte> reached_bytes;
+  std::map<std::uint64_t, wire::Submit> ahead;  // values that came before the one after submitted
+};
+
+struct Client {
+  ucp_ep_h ep = nullptr;
+  bool admitted = false;
+  std::vector<std::unique_ptr<Served>> devices;
+};
+
+struct Event {
+  enum Kind { Accepted, Message, Gone } kind;
+  ucp_ep_h ep;
+  std::vector<std::byte> bytes;
+  ucs_status_t status = UCS_OK;
+};
+
+class AgentImpl final : public Agent {
+ public:
+  AgentImpl(ServeOptions options, std::string token)
+      : options_(std::move(options)), token_(std::move(token)) {}
+
+  ~AgentImpl() override {
+    {
+      std::lock_guard g(queue_mutex_);
+      quit_ = true;
+    }
+    queue_cv_.notify_all();
+    if (service_.joinable()) service_.join();
+    for (auto& [ep, c] : clients_) leave(c);
+    clients_.clear();
+    worker_.reset();
+  }
+
+  Result<std::string> begin() {
+    auto where = ucx::parse_address(options_.listen);
+    if (!where) return std::unexpected(where.error());
+    try {
+      worker_ = std::make_unique<ucx::Worker>(ucx::Handlers{
+          [this](ucp_ep_h from, std::span<const std::byte> m) {
+            post(Event{Event::Message, from, {m.begin(), m.end()}});
+          },
+          [this](ucp_ep_h ep, ucs_status_t st) { post(Event{Event::Gone, ep, {}, st}); },
+          [this](ucp_ep_h ep) { post(Event{Event::Accepted, ep, {}}); }});
+    } catch (const std::exception& e) {
+      return std::unexpected(std::string(e.what()));
+    }
+    service_ = std::thread([this] { serve(); });
+    auto listening = worker_->listen(*where);
+    if (!listening) return std::unexpected(listening.error());
+    address_ = fmt::format("{}:{}", listening->host, listening->port);
+    return address_;
+  }
+
+  std::string address() const override { return address_; }
+  std::size_t clients() const override { return client_count_.load(); }
+  std::uint64_t dropped() const override { return dropped_.load(); }
+  std::uint64_t held_bytes() const override { return held_.load(); }
+
+ private:
+  void post(Event e) {
+    {
+      std::lock_guard g(queue_mutex_);
+      queue_.push_back(std::move(e));
+      queued_.fetch_add(1, std::memory_order_release);
+    }
+    queue_cv_.notify_one();
+  }
+
+  // Spins up to kSpinNs for an event, before the service thread sleeps on the queue.
+  void spin_for_event() {
+    host::Spin spin(kSpinNs / 2, kSpinNs);
+    while (queued_.load(std::memory_order_acquire) == 0 && spin.spin()) {
+    }
+  }
+
+  void serve() {
+    while (true) {
+      Event e;
+      spin_for_event();
+      {
+        std::unique_lock g(queue_mutex_);
+        queue_cv_.wait_for(g, std::chrono::milliseconds(50), [&] { return quit_ || !queue_.empty(); });
+        if (quit_) return;
+        if (queue_.empty()) {
+          g.unlock();
+          for (auto& [ep, c] : clients_)
+            for (auto& s : c.devices)
+              if (s) settle(*s);
+          continue;
+        }
+        e = std::move(queue_.front());
+        queue_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
+      }
+      if (e.kind == Event::Accepted) {
+        clients_[e.ep].ep = e.ep;
+        client_count_.store(clients_.size());
+      } else if (e.kind == Event::Gone) {
+        auto it = clients_.find(e.ep);
+        if (it == clients_.end()) continue;
+        leave(it->second);
+        clients_.erase(it);
+        client_count_.store(clients_.size());
+      } else {
+        auto it = clients_.find(e.ep);
+        if (it == clients_.end()) {
+          ++dropped_;
+          continue;
+        }
+        handle(it->second, e.bytes);
+      }
+    }
+  }
+
+  template <class T>
+  void send(Client& c, const T& m) {
+    wire::encode(m, out_);
+    worker_->send(c.ep, out_);
+  }
+
+  void drop(std::string_view why) {
+    ++dropped_;
+    if (std::getenv("RIG_SERVE_VERBOSE")) fmt::print(stderr, "rig serve: dropped {}\n", why);
+  }
+
+  void handle(Client& c, std::span<const std::byte> bytes) {
+    auto decoded = wire::decode(bytes);
+    if (!decoded) return drop(decoded.error());
+    wire::Message& m = *decoded;
+    if (!c.admitted) {
+      auto* hello = std::get_if<wire::Hello>(&m);
+      if (!hello) return drop("a message before the token");
+      if (hello->version != wire::kVersion)
+        return send(c, wire::Welcome{false, fmt::format("the agent speaks protocol version {}, not {}",
+                                                        wire::kVersion, hello->version), {}});
+      if (!same_token(hello->token, token_)) {
+        ++dropped_;
+        return send(c, wire::Welcome{false, "wrong token", {}});
+      }
+      c.admitted = true;
+      return send(c, wire::Welcome{true, "", served_names()});
+    }
+    std::visit([&](auto& x) { on(c, x); }, m);
+  }
+
+  std::vector<std::string> served_names() const {
+    return options_.devices.empty() ? known_devices() : options_.devices;
+  }
+
+  // The client's device a message names, or null (the message is dropped).
+  Served* device(Client& c, std::uint32_t id) {
+    if (id >= c.devices.size() || !c.devices[id]) {
+      drop(fmt::format("a message naming device {}, which the client has not opened", id));
+      return nullptr;
+    }
+    return c.devices[id].get();
+  }
+
+  void reply(Client& c, std::uint64_t request, std::uint32_t status, std::string why = {}, std::uint64_t a = 0,
+             std::uint64_t b = 0, std::uint64_t cc = 0, std::uint64_t d = 0) {
+    send(c, wire::Reply{request, status, a, b, cc, d, std::move(why)});
+  }
+
+  // Loses a served device with `why`, on the client's side too.
+  void lose(Client& c, Served& s, std::string why) {
+    if (s.lost.exchange(true)) return;
+    send(c, wire::Lost{s.id, std::move(why)});
+  }
+
+  template <class T>
+  void on(Client&, const T&) {
+    drop("a message only an agent sends");
+  }
+
+  void on(Client&, const wire::Hello&) { drop("a second hello"); }
+
+  void on(Client& c, const wire::Open& m) {
+    wire::Opened o;
+    o.request = m.request;
+    const auto names = served_names();
+    if (std::find(names.begin(), names.end(), m.device) == names.end()) {
+      o.why = fmt::format("{} serves no device {}; it serves {}", address_, m.device, fmt::join(names, ", "));
+      return send(c, o);
+    }
+    auto s = std::make_unique<Served>();
+    s->name = m.device;
+    s->id = std::uint32_t(c.devices.size());
+    s->ep = c.ep;
+    s->worker = worker_.get();
+    try {
+      s->driver = m.device == "CPU" ? cpu::make_host_driver(&s->word) : cpu::make_memory_driver(&s->word);
+      s->facts = s->driver->facts();
+    } catch (const std::exception& e) {
+      o.why = fmt::format("{} could not open {}: {}", address_, m.device, e.what());
+      return send(c, o);
+    }
+    s->c = *static_cast<const rig_driver* const*>(s->facts.edge);
+    const edge::Facts& f = s->facts;
+    o.ok = true;
+    o.device = s->id;
+    o.arch = f.arch;
+    o.budget = f.budget;
+    for (const auto& q : f.queues) {
+      wire::Queue wq{q.name, {}};
+      for (Kind k : q.runs) wq.runs.push_back(std::uint32_t(k));
+      o.queues.push_back(std::move(wq));
+    }
+    o.copy_engine = f.copy_engine.value_or(-1);
+    o.hang_ms = f.hang_ms.value_or(-1);
+    o.alignment = f.alignment;
+    o.cache_bytes = f.cache_bytes.value_or(0);
+    o.word = 0;
+    Served* raw = s.get();
+    s->watcher = std::thread([this, raw] { watch(*raw); });
+    c.devices.push_back(std::move(s));
+    send(c, o);
+  }
+
+  void on(Client& c, const wire::Alloc& m) {
+    Served* s = device(c, m.device);
+    if (!s) return;
+    if (m.memory != std::uint32_t(Memory::Device))
+      return reply(c, m.request, wire::kError, "a remote device allocates Device memory only");
+    if (m.bytes == 0 || m.bytes > s->facts.budget)
+      return reply(c, m.request, wire::kError,
+                   fmt::format("{} bytes, over the device's budget of {}", m.bytes, s->facts.budget));
+    std::optional<edge::Region> r;
+    edge::Location where;
+    try {
+      r = s->driver->alloc(Memory::Device, m.bytes);
+      if (r) where = s->driver->locate(*r);
+    } catch (const std::exception& e) {
+      lose(c, *s, fmt::format("fault while allocating {} bytes: {}", m.bytes, e.what()));
+      return reply(c, m.request, wire::kError, e.what());
+    }
+    if (!r) return reply(c, m.request, wire::kNone);
+    const std::uint64_t id = s->next_id++;
+    {
+      std::lock_guard g(s->mutex);
+      s->regions[id] = Held{*r, where.address.value_or(0), where.handle, m.bytes, nullptr};
+    }
+    if (where.address) s->by_address[*where.address] = id;
+    held_ += m.bytes;
+    reply(c, m.request, wire::kOk, {}, id, where.address.value_or(0), 0, m.bytes);
+  }
+
+  void on(Client& c, const wire::MapHost& m) {
+    Served* s = device(c, m.device);
+    if (!s) return;
+    if (m.bytes == 0 || m.bytes % 4096 != 0 || m.bytes > s->facts.budget)
+      return reply(c, m.request, wire::kError, fmt::format("a window of {} bytes, not a multiple of 4096 bytes "
+                                                           "within the device's budget", m.bytes));
+    auto* window = static_cast<std::byte*>(std::aligned_alloc(4096, m.bytes));
+    if (!window) return reply(c, m.request, wire::kNone);
+    edge::Mapping answer;
+    edge::Location where;
+    try {
+      answer = s->driver->map_host(reinterpret_cast<std::uintptr_t>(window), m.bytes);
+      if (auto* r = std::get_if<edge::Region>(&answer)) where = s->driver->locate(*r);
+    } catch (const std::exception& e) {
+      std::free(window);
+      lose(c, *s, fmt::format("fault while mapping {} bytes of host memory: {}", m.bytes, e.what()));
+      return reply(c, m.request, wire::kError, e.what());
+    }
+    auto* r = std::get_if<edge::Region>(&answer);
+    if (!r) {
+      std::free(window);
+      if (std::holds_alternative<edge::NoRoom>(answer)) return reply(c, m.request, wire::kNone);
+      return reply(c, m.request, wire::kError, "the device maps no host memory");
+    }
+    const std::uint64_t id = s->next_id++;
+    {
+      std::lock_guard g(s->mutex);
+      s->regions[id] = Held{*r, where.address.value_or(0), where.handle, m.bytes, window};
+    }
+    reply(c, m.request, wire::kOk, {}, id, where.address.value_or(0), 0, m.bytes);
+  }
+
+  void on(Client& c, const wire::Free& m) {
+    Served* s = device(c, m.device);
+    if (!s) return;
+    if (!s->regions.contains(m.region)) return drop(fmt::format("a free of region {}, which is not held", m.region));
+    s->frees.emplace_back(s->submitted, m.region);
+    settle(*s);
+  }
+
+  void on(Client& c, const wire::Image& m) {
+    Served* s = device(c, m.device);
+    if (!s) return;
+    Result<edge::Code> code;
+    try {
+      code = s->driver->image(m.binary);
+    } catch (const std::exception& e) {
+      lose(c, *s, fmt::format("fault while loading an image: {}", e.what()));
+      return reply(c, m.request, wire::kError, e.what());
+    }
+    if (!code) return reply(c, m.request, wire::kError, code.error());
+    auto* loaded = std::get_if<edge::Loaded>(&*code);
+    if (!loaded) return reply(c, m.request, wire::kError, "the device places its code in its memory, which a "
+                                                          "remote device does not do yet");
+    const std::uint64_t id = s->next_id++;
+    s->images[id] = loaded->image;
+    reply(c, m.request, wire::kOk, {}, id);
+  }
+
+  void on(Client& c, const wire::Entry& m) {
+    Served* s = device(c, m.device);
+    if (!s) return;
+    auto it = s->images.find(m.image);
+    if (it == s->images.end()) return reply(c, m.request, wire::kError, fmt::format("no image {}", m.image));
+    edge::EntryAnswer answer;
+    try {
+      answer = s->driver->entry(it->second, m.name);
+    } catch (const std::exception& e) {
+      lose(c, *s, fmt::format("fault while finding function {}: {}", m.name, e.what()));
+      return reply(c, m.request, wire::kError, e.what());
+    }
+    if (auto* no = std::get_if<edge::NoMemory>(&answer)) return reply(c, m.request, wire::kNoMemory, {}, no->bytes);
+    auto* e = std::get_if<edge::Entry>(&answer);
+    if (!e) return reply(c, m.request, wire::kNone);
+    s->entries.push_back({m.image, e->code, e->launch});
+    reply(c, m.request, wire::kOk, {}, s->entries.size(), e->code, e->params ? *e->params + 1 : 0,
+          e->threads ? *e->threads + 1 : 0);
+  }
+
+  void on(Client& c, const wire::Unload& m) {
+    Served* s = device(c, m.device);
+    if (!s) return;
+    if (!s->images.contains(m.image)) return drop(fmt::format("an unload of image {}, which is not loaded", m.image));
+    s->unloads.emplace_back(s->submitted, m.image);
+    settle(*s);
+  }
+
+  void on(Client& c, const wire::Room& m) {
+    Served* s = device(c, m.device);
+    if (!s) return;
+    char why[RIG_WHY] = {};
+    if (!translate(*s, m.parts, why)) return reply(c, m.request, wire::kOk, why, RIG_NEVER);
+    int answer = s->c->room(s->facts.edge, s->parts.data(), std::uint32_t(s->parts.size()), 0, why);
+    why[RIG_WHY - 1] = 0;
+    if (answer == RIG_LATER || answer == RIG_GROW) answer = RIG_FITS;  // the agent makes room at submit
+    reply(c, m.request, wire::kOk, answer == RIG_NEVER ? why : "", std::uint64_t(answer));
+  }
+
+  void on(Client& c, const wire::Submit& m) {
+    Served* s = device(c, m.device);
+    if (!s) return;
+    if (s->lost || s->stopped) return;
+    // Active messages arrive in any order (a large one by rendezvous after smaller ones
+    // sent later): a value waits for those before it.
+    if (m.value <= s->submitted || m.value > s->submitted + kAheadMost)
+      return lose(c, *s, fmt::format("value {} submitted after value {}", m.value, s->submitted));
+    if (m.value != s->submitted + 1) {
+      s->ahead.emplace(m.value, m);
+      return;
+    }
+    hand_over(c, *s, m);
+    for (auto it = s->ahead.find(s->submitted + 1); it != s->ahead.end() && !s->lost;
+         it = s->ahead.find(s->submitted + 1)) {
+      wire::Submit next = std::move(it->second);
+      s->ahead.erase(it);
+      hand_over(c, *s, next);
+    }
+  }
+
+  // Runs value m.value, the one after s's last.
+  void hand_over(Client& c, Served& served, const wire::Submit& m) {
+    Served* s = &served;
+    char why[RIG_WHY] = {};
+    if (!translate(*s, m.parts, why)) return lose(c, *s, fmt::format("value {}: {}", m.value, why));
+    for (const auto& u : m.uploads) {
+      const Held* w = window(*s, u.region, u.offset, u.bytes.size());
+      if (!w) return lose(c, *s, fmt::format("value {}: an upload outside its window", m.value));
+      std::memcpy(w->window + u.offset, u.bytes.data(), u.bytes.size());
+    }
+    for (const auto& d : m.downloads)
+      if (!window(*s, d.region, d.offset, d.length))
+        return lose(c, *s, fmt::format("value {}: a download outside its window", m.value));
+    if (!m.downloads.empty()) {
+      std::lock_guard g(s->mutex);
+      s->downloads[m.value] = m.downloads;
+    }
+    const auto count = std::uint32_t(s->parts.size());
+    for (int attempt = 0;; ++attempt) {
+      why[0] = 0;
+      const int room = s->c->room(s->facts.edge, s->parts.data(), count, 0, why);
+      if (room == RIG_FITS) break;
+      if (room == RIG_NEVER || attempt > 1000) {
+        why[RIG_WHY - 1] = 0;
+        return lose(c, *s, fmt::format("value {} never fits: {}", m.value, why));
+      }
+      if (room == RIG_GROW) {
+        try {
+          if (std::holds_alternative<edge::Short>(s->driver->grow()))
+            return lose(c, *s, fmt::format("value {}: no memory to grow its queues", m.value));
+        } catch (const std::exception& e) {
+          return lose(c, *s, fmt::format("fault while growing its queues: {}", e.what()));
+        }
+      } else {  // LATER: once a value is reached
+        const std::uint64_t next = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE) + 1;
+        const char* failure = nullptr;
+        if (s->c->commit(s->facts.edge, s->submitted, &failure) == RIG_FAILED) return lose(c, *s, failure);
+        try {
+          s->driver->sleep(next, kWatchSlice);
+        } catch (const std::exception& e) {
+          return lose(c, *s, e.what());
+        }
+      }
+    }
+    const char* failure = "the driver gave no reason";
+    const int rc = s->c->submit(s->facts.edge, s->parts.data(), count, nullptr, 0, m.value, nullptr, &failure);
+    if (rc == RIG_FAILED) return lose(c, *s, failure ? failure : "submit failed");
+    s->submitted = m.value;
+    if (rc == RIG_OK && s->c->commit(s->facts.edge, m.value, &failure) == RIG_FAILED)
+      return lose(c, *s, failure ? failure : "commit failed");
+  }
+
+  void on(Client& c, const wire::Commit& m) { device(c, m.device); }
+
+  void on(Client& c, const wire::Grow& m) {
+    Served* s = device(c, m.device);
+    if (!s) return;
+    try {
+      auto grown = s->driver->grow();
+      if (auto* short_of = std::get_if<edge::Short>(&grown)) return reply(c, m.request, wire::kNone, {}, short_of->bytes);
+    } catch (const std::exception& e) {
+      lose(c, *s, fmt::format("fault while growing its queues: {}", e.what()));
+      return reply(c, m.request, wire::kError, e.what());
+    }
+    reply(c, m.request, wire::kOk);
+  }
+
+  void on(Client& c, const wire::Stop& m) {
+    Served* s = device(c, m.device);
+    if (!s) return;
+    if (!s->stopped) stop(*s, m.why);
+    std::uint64_t sent;
+    {
+      std::lock_guard g(s->mutex);
+      sent = s->sent;
+    }
+    reply(c, m.request, wire::kOk, {}, sent);
+  }
+
+  // The window `region` of s if [offset, offset + n) lies in it, else null.
+  static const Held* window(const Served& s, std::uint64_t region, std::uint64_t offset, std::uint64_t n) {
+    auto it = s.regions.find(region);
+    if (it == s.regions.end() || !it->second.window) return nullptr;
+    if (offset > it->second.bytes || n > it->second.bytes - offset) return nullptr;
+    return &it->second;
+  }
+
+  // Whether the boxes, from `base` bytes into region r, stay inside it.
+  static bool inside(const Held& r, std::uint64_t base, const std::vector<wire::Box>& boxes, bool src) {
+    for (const auto& b : boxes) {
+      if (b.rows == 0 || b.width == 0) continue;
+      const std::uint64_t offset = src ? b.src_offset : b.dst_offset, pitch = src ? b.src_pitch : b.dst_pitch;
+      unsigned __int128 end = (unsigned __int128)base + offset + (unsigned __int128)(b.rows - 1) * pitch + b.width;
+      if (end > r.bytes) return false;
+    }
+    return true;
+  }
+
+  // Whether `address` lies in memory s's client holds.
+  static bool held_address(const Served& s, std::uint64_t address) {
+    auto it = s.by_address.upper_bound(address);
+    if (it == s.by_address.begin()) return false;
+    --it;
+    const Held& h = s.regions.at(it->second);
+    return address - h.address <= h.bytes;  // one past the end is a buffer's end
+  }
+
+  // Turns the wire's parts into s->parts, checking every queue, kind, region, box, entry and
+  // reference against what the client holds; false with the reason in why where one is wrong.
+  bool translate(Served& s, const std::vector<wire::Part>& in, char* why) {
+    s.parts.assign(in.size(), rig_part{});
+    s.boxes.resize(std::max(s.boxes.size(), in.size()));
+    for (std::uint32_t i = 0; i < in.size(); ++i) {
+      const wire::Part& w = in[i];
+      rig_part& p = s.parts[i];
+      if (w.queue >= s.facts.queues.size())
+        return rig_never(why, "part %u: queue %u, but the device has %zu", i, w.queue, s.facts.queues.size()), false;
+      for (auto a : w.after)
+        if (a >= i) return rig_never(why, "part %u follows part %u, which is not before it", i, a), false;
+      p.queue = w.queue;
+      p.kind = w.kind;
+      p.after = w.after.data();
+      p.after_count = std::uint32_t(w.after.size());
+      if (w.kind == RIG_KIND_WORDS) {
+        p.work.words = {w.words.data(), w.words.size()};
+      } else if (w.kind == RIG_KIND_COPY) {
+        if (w.fill < -1 || w.fill > 255) return rig_never(why, "part %u: a fill with %d, not a byte", i, w.fill), false;
+        auto dst = s.regions.find(w.dst_region);
+        auto src = s.regions.find(w.src_region);
+        if (dst == s.regions.end() || (w.fill < 0 && src == s.regions.end()))
+          return rig_never(why, "part %u: a copy between regions the client does not hold", i), false;
+        if (!inside(dst->second, w.dst_offset, w.boxes, false) ||
+            (w.fill < 0 && !inside(src->second, w.src_offset, w.boxes, true)))
+          return rig_never(why, "part %u: a copy's boxes run outside their regions", i), false;
+        auto& boxes = s.boxes[i];
+        boxes.clear();
+        for (const auto& b : w.boxes)
+          boxes.push_back({b.src_offset, b.dst_offset, b.width, b.rows, b.src_pitch, b.dst_pitch});
+        auto& c = p.work.copy;
+        c.dst = dst->second.address ? dst->second.address + w.dst_offset : 0;
+        c.dst_handle = dst->second.handle;
+        c.dst_offset = w.dst_offset;
+        if (w.fill < 0) {
+          c.src = src->second.address ? src->second.address + w.src_offset : 0;
+          c.src_handle = src->second.handle;
+          c.src_offset = w.src_offset;
+        }
+        c.boxes = boxes.data();
+        c.count = std::uint32_t(boxes.size());
+        c.fill = w.fill;
+      } else if (w.kind == RIG_KIND_LAUNCH) {
+        if (w.entry == 0 || w.entry > s.entries.size())
+          return rig_never(why, "part %u: a launch of entry %llu, which the client was not given", i,
+                           (unsigned long long)w.entry), false;
+        const EntryRecord& e = s.entries[w.entry - 1];
+        if (!s.images.contains(e.image))
+          return rig_never(why, "part %u: a launch of a function of an unloaded image", i), false;
+        for (auto r : w.refs) {
+          if (std::uint64_t(r) + 8 > w.params.size())
+            return rig_never(why, "part %u: a reference at byte %u of %zu parameter bytes", i, r, w.params.size()), false;
+          std::uint64_t address;
+          std::memcpy(&address, w.params.data() + r, 8);
+          if (!held_address(s, address))
+            return rig_never(why, "part %u: a reference at byte %u to memory the client does not hold", i, r), false;
+        }
+        auto& l = p.work.launch;
+        l.code = e.code;
+        l.launch = e.launch;
+        std::memcpy(l.groups, w.groups, sizeof l.groups);
+        std::memcpy(l.threads, w.threads, sizeof l.threads);
+        l.shared = w.shared;
+        l.param_bytes = std::uint32_t(w.params.size());
+        l.params = w.params.data();
+        l.ref_offsets = w.refs.data();
+        l.ref_count = std::uint32_t(w.refs.size());
+      } else {
+        return rig_never(why, "part %u: kind %u, which a remote device does not run", i, w.kind), false;
+      }
+    }
+    return true;
+  }
+
+  // Runs the frees and unloads whose values the client has been told of.
+  void settle(Served& s) {
+    std::uint64_t sent;
+    {
+      std::lock_guard g(s.mutex);
+      sent = s.sent;
+    }
+    const bool all = s.stopped || s.lost;
+    std::erase_if(s.frees, [&](const auto& f) {
+      if (f.first > sent && !all) return false;
+      free_region(s, f.second);
+      return true;
+    });
+    std::erase_if(s.unloads, [&](const auto& u) {
+      if (u.first > sent && !all) return false;
+      if (auto it = s.images.find(u.second); it != s.images.end()) {
+        s.driver->unload(it->second);
+        s.images.erase(it);
+      }
+      return true;
+    });
+  }
+
+  void free_region(Served& s, std::uint64_t id) {
+    auto it = s.regions.find(id);
+    if (it == s.regions.end()) return;
+    s.driver->free(it->second.region);
+    if (it->second.window) {
+      std::free(it->second.window);
+    } else {
+      held_ -= it->second.bytes;
+      if (it->second.address) s.by_address.erase(it->second.address);
+    }
+    std::lock_guard g(s.mutex);
+    s.regions.erase(it);
+  }
+
+  // Waits for s's submitted work, at most kDrainLimit.
+  void drain(Served& s) {
+    const auto until = std::chrono::steady_clock::now() + kDrainLimit;
+    while (!s.stopped && !s.lost && __atomic_load_n(&s.word, __ATOMIC_ACQUIRE) < s.submitted &&
+           std::chrono::steady_clock::now() < until) {
+      try {
+        s.driver->sleep(s.submitted, kWatchSlice);
+      } catch (const std::exception&) {
+        return;
+      }
+    }
+  }
+
+  // Stops s's driver once its submitted work is done (at most kDrainLimit) and the watcher
+  // has ended (nothing runs beside stop), telling the client first how far its word got.
+  void stop(Served& s, std::string_view why) {
+    drain(s);
+    s.stopped = true;
+    s.stopping = true;
+    if (s.watcher.joinable()) s.watcher.join();
+    report(s);
+    s.driver->stop(why);
+    report(s);
+  }
+
+  // Sends Reached if s's word moved since the last one, with what its work wrote to windows.
+  // True if it sent one.
+  bool report(Served& s) {
+    const std::uint64_t w = __atomic_load_n(&s.word, __ATOMIC_ACQUIRE);
+    std::uint64_t from;
+    {
+      std::lock_guard g(s.mutex);
+      from = s.sent;
+    }
+    if (w <= from) return false;
+    wire::Reached r{s.id, from, w, {}};
+    {
+      std::lock_guard g(s.mutex);
+      for (auto it = s.downloads.begin(); it != s.downloads.end() && it->first <= w;) {
+        for (const auto& d : it->second) {
+          const Held& h = s.regions.at(d.region);  // checked at submit; freed only once sent
+          r.downloads.push_back({d.region, d.offset, {h.window + d.offset, h.window + d.offset + d.length}});
+        }
+        it = s.downloads.erase(it);
+      }
+    }
+    wire::encode(r, s.reached_bytes);
+    s.worker->send(s.ep, s.reached_bytes);
+    std::lock_guard g(s.mutex);
+    s.sent = w;
+    return true;
+  }
+
+  // Sends Reached each time s's word moves, with what its work wrote to windows.
+  void watch(Served& s) {
+    while (!s.stopping.load()) {
+      if (report(s)) continue;
+      std::uint64_t from;
+      {
+        std::lock_guard g(s.mutex);
+        from = s.sent;
+      }
+      host::Spin spin(kSpinNs / 2, kSpinNs);
+      while (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) <= from && spin.spin()) {
+      }
+      if (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) > from) continue;
+      try {
+        s.driver->sleep(from + 1, kWatchSlice);
+      } catch (const std::exception& e) {
+        if (!s.lost.exchange(true)) {
+          wire::encode(wire::Lost{s.id, e.what()}, s.reached_bytes);
+          s.worker->send(s.ep, s.reached_bytes);
+        }
+        std::this_thread::sleep_for(kWatchSlice);
+      }
+    }
+  }
+
+  // A client went: its submitted work runs out (at most kDrainLimit), then everything it
+  // held is freed.
+  void on(Client& c, const wire::Close& m) {
+    if (!device(c, m.device)) return;
+    release(*c.devices[m.device]);
+    c.devices[m.device].reset();
+  }
+
+  void leave(Client& c) {
+    for (auto& s : c.devices)
+      if (s) release(*s);
+    c.devices.clear();
+    if (worker_) worker_->close(c.ep);
+  }
+
+  // Stops s's driver (stop) and frees what its client held on it.
+  void release(Served& s) {
+    if (!s.stopped) stop(s, "its client let it go");
+    settle(s);
+    while (!s.regions.empty()) free_region(s, s.regions.begin()->first);
+    for (auto& [id, image] : s.images) s.driver->unload(image);
+    s.images.clear();
+    s.driver.reset();
+  }
+
+  ServeOptions options_;
+  std::string token_;
+  std::string address_;
+  std::unique_ptr<ucx::Worker> worker_;
+  std::map<ucp_ep_h, Client> clients_;  // the service thread's
+  std::vector<std::byte> out_;
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<Event> queue_;
+  bool quit_ = false;
+  std::thread service_;
+  std::atomic<std::size_t> queued_{0};  // events in queue_
+  std::atomic<std::size_t> client_count_{0};
+  std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> held_{0};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Agent>> Agent::start(ServeOptions options) {
+  auto t = token(options.token);
+  if (!t) return std::unexpected(t.error());
+  for (const auto& d : options.devices)
+    if (std::find(known_devices().begin(), known_devices().end(), d) == known_devices().end())
+      return std::unexpected(fmt::format("rig serve: no device {} here; it serves {}", d,
+                                         fmt::join(known_devices(), ", ")));
+  auto agent = std::make_unique<AgentImpl>(std::move(options), std::move(*t));
+  auto begun = agent->begin();
+  if (!begun) return std::unexpected(begun.error());
+  return agent;
+}
+
+}  // namespace rig::remote

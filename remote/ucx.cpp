@@ -1,0 +1,311 @@
+// ucx.cpp — the worker, its progress thread, and active messages over UCX (ucx.hpp).
+#include "ucx.hpp"
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <charconv>
+#include <cstring>
+#include <stdexcept>
+
+namespace rig::remote::ucx {
+namespace {
+
+// The one active-message id the protocol uses: every message carries its type itself.
+constexpr unsigned kMessageId = 17;
+// How long the progress thread spins after an event before it sleeps on the event fd: a
+// round trip's reply usually comes within it, and a sleep's wake-up costs tens of
+// microseconds on these machines (DESIGN.md).
+constexpr auto kSpin = std::chrono::microseconds(200);
+// The longest the progress thread sleeps before it looks at its stop flag again.
+constexpr int kSleepMs = 100;
+// UCX's keepalive: a peer silent this long is probed, so a dead one is noticed within 2 s.
+constexpr const char* kKeepalive = "500ms";
+
+}  // namespace
+
+struct Worker::Buffer {
+  Worker* worker = nullptr;
+  std::vector<std::byte> bytes;
+  ucp_ep_h ep = nullptr;  // for a rendezvous receive: who sent it
+};
+
+std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
+
+Result<Address> parse_address(std::string_view address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0)
+    return std::unexpected(fmt::format("{}: not an address HOST:PORT", address));
+  Address a;
+  a.host = std::string(address.substr(0, colon));
+  if (a.host.size() > 2 && a.host.front() == '[' && a.host.back() == ']') a.host = a.host.substr(1, a.host.size() - 2);
+  const auto port = address.substr(colon + 1);
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (ec != std::errc() || end != port.data() + port.size() || value > 65535)
+    return std::unexpected(fmt::format("{}: the port {} is not a number from 0 to 65535", address, port));
+  a.port = std::uint16_t(value);
+  return a;
+}
+
+namespace {
+
+// The socket address of host:port (a name is resolved), or Error.
+Result<sockaddr_storage> socket_address(const Address& a, socklen_t* length) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(a.host.c_str(), std::to_string(a.port).c_str(), &hints, &found);
+  if (rc != 0) return std::unexpected(fmt::format("{}:{}: {}", a.host, a.port, ::gai_strerror(rc)));
+  sockaddr_storage out{};
+  std::memcpy(&out, found->ai_addr, found->ai_addrlen);
+  *length = found->ai_addrlen;
+  ::freeaddrinfo(found);
+  return out;
+}
+
+}  // namespace
+
+Worker::Worker(Handlers handlers) : handlers_(std::move(handlers)) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) throw std::runtime_error("UCX: cannot read its configuration: " + status_text(st));
+  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) ucp_config_modify(config, "KEEPALIVE_INTERVAL", kKeepalive);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  st = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (st != UCS_OK) throw std::runtime_error("UCX: cannot start: " + status_text(st));
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_MULTI;
+  st = ucp_worker_create(context_, &wp, &worker_);
+  if (st != UCS_OK) {
+    ucp_cleanup(context_);
+    throw std::runtime_error("UCX: cannot make a worker: " + status_text(st));
+  }
+  st = ucp_worker_get_efd(worker_, &efd_);
+  ucp_am_handler_param_t am{};
+  am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                  UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  am.id = kMessageId;
+  am.cb = &Worker::on_message;
+  am.arg = this;
+  am.flags = UCP_AM_FLAG_WHOLE_MSG;
+  if (st == UCS_OK) st = ucp_worker_set_am_recv_handler(worker_, &am);
+  if (st != UCS_OK) {
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    throw std::runtime_error("UCX: cannot set up its worker: " + status_text(st));
+  }
+  thread_ = std::thread([this] { progress(); });
+}
+
+Worker::~Worker() {
+  stopping_.store(true);
+  {
+    std::lock_guard g(mutex_);
+    ucp_worker_signal(worker_);
+  }
+  thread_.join();
+  std::lock_guard g(mutex_);
+  if (listener_) ucp_listener_destroy(listener_);
+  // Sends still in flight hold their buffers: progress them out before the worker goes.
+  for (int i = 0; i < 1000 && ucp_worker_progress(worker_) != 0; ++i) {
+  }
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+}
+
+Result<Address> Worker::listen(const Address& address) {
+  socklen_t length = 0;
+  auto sa = socket_address(address, &length);
+  if (!sa) return std::unexpected(sa.error());
+  ucp_listener_params_t lp{};
+  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*sa);
+  lp.sockaddr.addrlen = length;
+  lp.conn_handler.cb = &Worker::on_connection;
+  lp.conn_handler.arg = this;
+  std::lock_guard g(mutex_);
+  ucs_status_t st = ucp_listener_create(worker_, &lp, &listener_);
+  if (st != UCS_OK)
+    return std::unexpected(fmt::format("cannot listen on {}:{}: {}", address.host, address.port, status_text(st)));
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  st = ucp_listener_query(listener_, &attr);
+  Address out = address;
+  if (st == UCS_OK) {
+    if (attr.sockaddr.ss_family == AF_INET)
+      out.port = ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+    else if (attr.sockaddr.ss_family == AF_INET6)
+      out.port = ntohs(reinterpret_cast<const sockaddr_in6*>(&attr.sockaddr)->sin6_port);
+  }
+  return out;
+}
+
+Result<ucp_ep_h> Worker::connect(const Address& address) {
+  socklen_t length = 0;
+  auto sa = socket_address(address, &length);
+  if (!sa) return std::unexpected(sa.error());
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*sa);
+  ep.sockaddr.addrlen = length;
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = &Worker::on_error;
+  ep.err_handler.arg = this;
+  ucp_ep_h out = nullptr;
+  std::lock_guard g(mutex_);
+  const ucs_status_t st = ucp_ep_create(worker_, &ep, &out);
+  if (st != UCS_OK)
+    return std::unexpected(fmt::format("cannot connect to {}:{}: {}", address.host, address.port, status_text(st)));
+  ucp_worker_signal(worker_);
+  return out;
+}
+
+std::unique_ptr<Worker::Buffer> Worker::buffer() {
+  {
+    std::lock_guard g(pool_mutex_);
+    if (!pool_.empty()) {
+      auto b = std::move(pool_.back());
+      pool_.pop_back();
+      return b;
+    }
+  }
+  auto b = std::make_unique<Buffer>();
+  b->worker = this;
+  return b;
+}
+
+void Worker::give_back(Buffer* b) {
+  std::lock_guard g(pool_mutex_);
+  pool_.emplace_back(b);
+}
+
+bool Worker::send(ucp_ep_h ep, std::span<const std::byte> message) {
+  auto b = buffer();
+  b->bytes.assign(message.begin(), message.end());
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY;
+  p.cb.send = &Worker::on_sent;
+  p.user_data = b.get();
+  std::lock_guard g(mutex_);
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep, kMessageId, nullptr, 0, b->bytes.data(), b->bytes.size(), &p);
+  if (UCS_PTR_IS_PTR(r)) {
+    b.release();  // on_sent gives it back
+    ucp_worker_signal(worker_);
+    return true;
+  }
+  give_back(b.release());
+  return UCS_PTR_STATUS(r) == UCS_OK;
+}
+
+void Worker::on_sent(void* request, ucs_status_t, void* user_data) {
+  auto* b = static_cast<Buffer*>(user_data);
+  b->worker->give_back(b);
+  ucp_request_free(request);
+}
+
+void Worker::close(ucp_ep_h ep) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  std::lock_guard g(mutex_);
+  ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+  if (UCS_PTR_IS_PTR(r)) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+    ucp_request_free(r);
+  }
+}
+
+ucs_status_t Worker::on_message(void* arg, const void*, std::size_t, void* data, std::size_t length,
+                                const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Worker*>(arg);
+  ucp_ep_h from = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    self->handlers_.message(from, std::span(static_cast<const std::byte*>(data), length));
+    return UCS_OK;
+  }
+  // A large message: fetch it into a buffer of its own, then hand it over.
+  auto b = self->buffer();
+  b->bytes.resize(length);
+  b->ep = from;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.recv_am = &Worker::on_rendezvous;
+  p.user_data = b.get();
+  ucs_status_ptr_t r = ucp_am_recv_data_nbx(self->worker_, data, b->bytes.data(), length, &p);
+  if (UCS_PTR_IS_PTR(r)) {
+    b.release();
+  } else if (UCS_PTR_STATUS(r) == UCS_OK) {
+    self->handlers_.message(from, b->bytes);
+    self->give_back(b.release());
+  } else {
+    self->give_back(b.release());
+  }
+  return UCS_OK;
+}
+
+void Worker::on_rendezvous(void* request, ucs_status_t status, std::size_t, void* user_data) {
+  auto* b = static_cast<Buffer*>(user_data);
+  if (status == UCS_OK) b->worker->handlers_.message(b->ep, b->bytes);
+  b->worker->give_back(b);
+  ucp_request_free(request);
+}
+
+void Worker::on_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  static_cast<Worker*>(arg)->handlers_.error(ep, status);
+}
+
+void Worker::on_connection(ucp_conn_request_h request, void* arg) {
+  auto* self = static_cast<Worker*>(arg);
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.conn_request = request;
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = &Worker::on_error;
+  ep.err_handler.arg = self;
+  ucp_ep_h out = nullptr;
+  if (ucp_ep_create(self->worker_, &ep, &out) == UCS_OK) self->handlers_.accepted(out);
+}
+
+void Worker::progress() {
+  using clock = std::chrono::steady_clock;
+  auto last = clock::now();
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    unsigned events;
+    {
+      std::lock_guard g(mutex_);
+      events = ucp_worker_progress(worker_);
+    }
+    if (events != 0) {
+      last = clock::now();
+      continue;
+    }
+    if (clock::now() - last < kSpin) continue;
+    ucs_status_t st;
+    {
+      std::lock_guard g(mutex_);
+      st = ucp_worker_arm(worker_);
+    }
+    if (st == UCS_ERR_BUSY) continue;
+    pollfd pfd{efd_, POLLIN, 0};
+    ::poll(&pfd, 1, kSleepMs);
+    last = clock::now();
+  }
+}
+
+}  // namespace rig::remote::ucx
