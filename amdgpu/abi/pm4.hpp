@@ -200,6 +200,8 @@ constexpr std::uint32_t kIndirectBufferMaxDwords = (1u << 20) - 1;  // ib_size i
 // the data (low, high), for packets encoded once and patched as they are copied.
 constexpr std::uint32_t kReleaseMemAddress = 3;
 constexpr std::uint32_t kReleaseMemData = 5;
+// Where a WAIT_REG_MEM64's reference (low, high) lies, in dwords from its header.
+constexpr std::uint32_t kWaitRegMem64Reference = 4;
 
 // An end-of-pipe release: after all earlier work of the queue completes, the caches named
 // are written back/invalidated, `data` (as data_sel says) is written at `address`, and an

@@ -505,7 +505,8 @@ TEST_CASE("PRED_EXEC as built selects the XCCs and counts the dwords it covers, 
   pm4::Pm4 p(pm4::Gen::Gfx9_4, w);
   p.pred_exec(0x80, 0x3fff);
   CHECK(w == std::array<std::uint32_t, 2>{0xC0002302, 0x80003fff});
-  auto& d = as<sim::PredExec>(gfx9_packets(w)[0]);
+  auto ds = gfx9_packets(w);
+  auto& d = as<sim::PredExec>(ds[0]);
   CHECK((d.xcc_mask == 0x80 && d.dwords == 0x3fff));
   pm4::Pm4 q(pm4::Gen::Gfx9_4, w);
   CHECK_THROWS_WITH_AS(q.pred_exec(0, 4), doctest::Contains("selects none"), std::invalid_argument);
@@ -543,7 +544,8 @@ TEST_CASE("ATOMIC_MEM as built adds to a 64-bit word, and refuses a misaligned o
   pm4::Pm4 p(pm4::Gen::Gfx9_4, w);
   p.atomic_add64(0x1000, 1);
   CHECK(w == std::array<std::uint32_t, 9>{0xC0071E02, 0x2f, 0x1000, 0, 1, 0, 0, 0, 0});
-  auto& a = as<sim::AtomicMem>(gfx9_packets(w)[0]);
+  auto as_built = gfx9_packets(w);
+  auto& a = as<sim::AtomicMem>(as_built[0]);
   CHECK((a.address == 0x1000 && a.source == 1));
   pm4::Pm4 q(pm4::Gen::Gfx9_4, w);
   CHECK_THROWS_WITH_AS(q.atomic_add64(0x1004, 1), doctest::Contains("not 8-byte aligned"), std::invalid_argument);

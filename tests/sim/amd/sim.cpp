@@ -16,6 +16,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <thread>
+#include <unordered_map>
 #include <variant>
 
 #include <fcntl.h>
@@ -128,6 +129,8 @@ struct Simulator::Impl final : gfx11::Memory {
   std::condition_variable released, parks;
   std::uint32_t engines = 0, parked = 0;
   std::atomic<std::uint64_t> dispatches{0}, instructions{0}, pm4{0}, sdma{0};
+  std::mutex stores_mutex;
+  std::unordered_map<std::uint64_t, std::uint64_t> stores;  // RELEASE_MEM stores by address
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   unsigned long fail_request = 0;
   int fail_error = 0;
@@ -748,6 +751,12 @@ std::size_t Simulator::live_queues() const {
   std::lock_guard g(impl_->mutex);
   return impl_->queues.size();
 }
+std::uint64_t Simulator::stores_to(std::uint64_t address) const {
+  std::lock_guard g(impl_->stores_mutex);
+  auto it = impl_->stores.find(address);
+  return it == impl_->stores.end() ? 0 : it->second;
+}
+
 std::vector<std::uint32_t> Simulator::compute_queue_xccs() const {
   std::lock_guard g(impl_->mutex);
   std::vector<std::uint32_t> out;
@@ -921,6 +930,10 @@ bool Queue::pm4_packet(const Pm4Packet& packet, const std::string& name, int dep
   if (auto* r = std::get_if<ReleaseMem>(&packet)) {
     // Every earlier packet of this queue has completed (dispatches run to their end): its end
     // of pipe is now. Only this XCC's: the XCCs reading one ring each reach their own.
+    if (r->data_sel) {
+      std::lock_guard g(sim.stores_mutex);
+      ++sim.stores[r->address];
+    }
     if (r->data_sel == 1) {
       std::uint32_t v = std::uint32_t(r->data);
       if (!write(r->address, &v, 4, "RELEASE_MEM")) return false;
