@@ -135,7 +135,7 @@ Result<void> Device::open() {
   if (auto r = make_queue(copy_, o_.copy_ring_bytes, KFD_IOC_QUEUE_TYPE_SDMA, kCopyRptr, kCopyWptr); !r)
     return fail(r.error());
   if (xccs_ > 1) {
-    auto slots = make_block(kFlights * kSlotDwords * 4, kUncachedGttFlags);
+    auto slots = make_block(kSlots * kSlotDwords * 4, kUncachedGttFlags);
     if (!slots) return fail(slots.error());
     slots_ = *slots;
   }

@@ -95,6 +95,11 @@ constexpr std::uint64_t kSlotTail = 2 * (kPredDwords + kReleaseDwords);
 constexpr std::uint64_t kSlotTailDwords = kPredDwords + 2 * kReleaseDwords;
 constexpr std::uint64_t kSlotDwords = 40;
 static_assert(kSlotTail + kSlotTailDwords <= kSlotDwords);
+// Slots, and so values in flight, on several XCCs: value v's slot is v % kSlots, written again
+// once v is reached (XCC 0 has stored the word from it, the other XCCs skip it). Few enough
+// that the slots stay in the host's caches (20 KiB): a slot rewritten from memory per value
+// cost a launch's submit more than its ring's copy did.
+constexpr std::uint64_t kSlots = 128;
 
 // A kernel argument the driver fills, by its metadata kind.
 enum class Hidden : std::uint8_t {
@@ -380,8 +385,15 @@ class Device final : public edge::Driver {
   void build_value_packets();
   // Several XCCs: a barrier of every XCC (its reference the next count), at pc.
   void barrier(pm4::Pm4& pc);
-  // Several XCCs: value v's slot of XCC 0's packets.
-  std::uint64_t slot_of(std::uint64_t v) const { return slots_.address + (v % kFlights) * kSlotDwords * 4; }
+  // Several XCCs: value v's slot of XCC 0's packets; a timed value's stamps' addresses are
+  // written into it (stamp_slot).
+  void stamp_slot(std::uint64_t v) {
+    std::uint32_t* slot = slot_words(v);
+    const std::uint64_t at[2] = {stamps_of(v), stamps_of(v) + 8};
+    std::memcpy(slot + kSlotStart + kPredDwords + pm4::kReleaseMemAddress, &at[0], 8);
+    std::memcpy(slot + kSlotEnd + kPredDwords + pm4::kReleaseMemAddress, &at[1], 8);
+  }
+  std::uint64_t slot_of(std::uint64_t v) const { return slots_.address + (v % kSlots) * kSlotDwords * 4; }
   std::uint32_t* slot_words(std::uint64_t v) const { return reinterpret_cast<std::uint32_t*>(slot_of(v)); }
   // The scratch bytes a wave of t takes: its lanes' private segments (1 KiB each at least),
   // in the generation's COMPUTE_TMPRING_SIZE.WAVESIZE units.
@@ -414,7 +426,7 @@ class Device final : public edge::Driver {
 
   // Driver memory.
   Block words_map_, word_map_, control_, eop_, cwsr_, kernargs_;
-  Block slots_;  // several XCCs: kFlights slots of kSlotDwords
+  Block slots_;  // several XCCs: kSlots slots of kSlotDwords
   std::byte* control_host_ = nullptr;
   Ring compute_, copy_;
   std::uint32_t signal_event_ = 0, memory_event_ = 0, hw_event_ = 0;
@@ -429,6 +441,7 @@ class Device final : public edge::Driver {
   std::uint64_t kernarg_pos_ = 0, kernarg_tail_ = 0;
   std::uint32_t compute_sequence_ = 0, copy_sequence_ = 0;
   std::uint64_t barriers_ = 0;  // XCC barriers encoded: the count's reference is xccs_ times it
+  std::uint64_t flight_limit_ = kFlights;  // values in flight at most: kSlots on several XCCs
   std::uint64_t flight_head_ = 0, flight_tail_ = 0;  // [tail, head) of flights_ are in flight
   std::atomic<std::uint64_t> marks_sequence_{0};  // twice the marks written: odd while one is
   // A value's packets that are the same for every value, encoded at open and copied: its head

@@ -204,8 +204,10 @@ void Device::build_value_packets() {
   value_dwords_ += kXccValueDwords;
   launch_dwords_ = kLaunchDwords + kXccPartDwords;
   compute_held_ = tail_dwords_ - kBarrierRead;
-  // Each slot's packets, its word's value patched per value.
-  for (std::uint64_t v = 0; v < kFlights; ++v) {
+  flight_limit_ = kSlots;
+  // Each slot's packets, its word's value (and a timed value's stamps' addresses) patched per
+  // value.
+  for (std::uint64_t v = 0; v < kSlots; ++v) {
     std::span<std::uint32_t> slot(slot_words(v), kSlotDwords);
     for (std::uint64_t which : {0, 1}) {
       pm4::Pm4 s(gen_, slot.subspan(which ? kSlotEnd : kSlotStart, kPredDwords + kReleaseDwords));

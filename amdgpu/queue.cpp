@@ -181,6 +181,7 @@ void Device::submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint
     compute_.set64(start + lone.barrier_at, ++barriers_ * xccs_);
     compute_.set64(start + lone.ibs_at[2], slot + kSlotTail * 4);
     if (timed) {
+      stamp_slot(v);
       compute_.set64(start + lone.ibs_at[0], slot + kSlotStart * 4);
       compute_.set64(start + lone.ibs_at[1], slot + kSlotEnd * 4);
     }
@@ -205,7 +206,7 @@ bool Device::lone_fits(const LaunchTemplate& t) const {
 bool Device::fits(const Plan& p) const {
   return compute_.wptr + p.compute - compute_.tail <= compute_.dwords &&
          copy_.wptr + p.copy - copy_.tail <= copy_.dwords &&
-         kernarg_pos_ + p.kernargs - kernarg_tail_ <= kernargs_.bytes && flight_head_ - flight_tail_ < kFlights;
+         kernarg_pos_ + p.kernargs - kernarg_tail_ <= kernargs_.bytes && flight_head_ - flight_tail_ < flight_limit_;
 }
 
 void Device::time_value(std::uint64_t v, bool timed) {
@@ -350,6 +351,7 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
     sdma::Sdma ps(std::span(copy_.words, copy_.dwords), copy_.wptr, sdma_);
     const std::uint64_t seq_c = control_.address + kComputeSequence, seq_s = control_.address + kCopySequence;
     const std::uint64_t stamps = stamps_of(v);
+    if (times && xccs_ > 1) stamp_slot(v);
     bool copies = false;
     for (std::uint32_t i = 0; i < count; ++i) copies |= parts[i].queue == 1;
     // Foreign waits: the producer's word, which the GPU reaches through rig_words.

@@ -223,7 +223,7 @@ TEST_CASE("on several XCCs the word reaches a launch's value only once every XCC
     for (std::uint32_t slow : {groups - 1, 1u}) {  // a slow share on the last XCC, then on XCC 1
       CAPTURE(slow);
       counts.write<std::uint32_t>([](std::span<std::uint32_t> x) { std::fill(x.begin(), x.end(), 0u); });
-      CountGroups launch(d, f, groups, slow, 200000);
+      CountGroups launch(d, f, groups, slow, 40000);
       const std::uint64_t stores = sim.stores_to(word);
       Buffer written[] = {counts};
       auto p = submit(launch.s, launch.run, {}, written);
