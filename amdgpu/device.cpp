@@ -17,16 +17,24 @@ KfdResult<void> Device::make_queue(Ring& r, std::uint32_t bytes, std::uint32_t t
   r.bytes = type == KFD_IOC_QUEUE_TYPE_SDMA;
   r.rptr_memory = reinterpret_cast<volatile std::uint64_t*>(control_host_ + rptr);
   r.wptr_memory = reinterpret_cast<volatile std::uint64_t*>(control_host_ + wptr);
+  if (auto made = create_queue(r, type, 0, rptr, wptr, r.queue_id, r.doorbell, r.doorbell_page); !made) return made;
+  r.created = true;
+  return {};
+}
+
+KfdResult<void> Device::create_queue(const Ring& r, std::uint32_t type, std::uint32_t xcc, std::uint64_t rptr,
+                                     std::uint64_t wptr, std::uint32_t& id, volatile std::uint64_t*& doorbell,
+                                     void*& page_mapping) {
   kfd_ioctl_create_queue_args q{};
   q.ring_base_address = r.ring.address;
-  q.ring_size = bytes;
+  q.ring_size = std::uint32_t(r.ring.bytes);
   q.read_pointer_address = control_.address + rptr;
   q.write_pointer_address = control_.address + wptr;
   q.queue_type = type;
   // Bits 8..15 of queue_percentage name the XCC a PM4 queue runs on (kfd_chardev.c:
   // pm4_target_xcc; kfd_mqd_manager_v9.c gives each XCC's MQD of a PM4 queue that target,
-  // logical XCC id 0 and TG chunk size 0). rig's compute queue runs on the first.
-  q.queue_percentage = KFD_MAX_QUEUE_PERCENTAGE | kPm4TargetXcc << 8;
+  // logical XCC id 0 and TG chunk size 0).
+  q.queue_percentage = KFD_MAX_QUEUE_PERCENTAGE | xcc << 8;
   q.queue_priority = 7;
   if (type == KFD_IOC_QUEUE_TYPE_COMPUTE) {
     q.eop_buffer_address = eop_.address, q.eop_buffer_size = eop_.bytes;
@@ -36,15 +44,16 @@ KfdResult<void> Device::make_queue(Ring& r, std::uint32_t bytes, std::uint32_t t
   }
   auto made = kfd_.create_queue(q);
   if (!made) return std::unexpected(made.error());
-  r.queue_id = made->queue_id;
-  r.created = true;
+  id = made->queue_id;
   // The doorbell page: KFD's offset names it; the queue's doorbell lies within.
   std::uint64_t page = made->doorbell_offset & ~(kDoorbellBytes - 1);
   auto bell = seam_.mmap(nullptr, kDoorbellBytes, PROT_READ | PROT_WRITE, MAP_SHARED, kfd_.kfd_fd(), off_t(page));
-  if (!bell) return std::unexpected(KfdError{"mapping the doorbells: " + os::describe(bell.error()), bell.error()});
-  r.doorbell_page = *bell;
-  r.doorbell = reinterpret_cast<volatile std::uint64_t*>(static_cast<std::byte*>(*bell) +
-                                                         (made->doorbell_offset - page));
+  if (!bell) {
+    kfd_.destroy_queue(id);
+    return std::unexpected(KfdError{"mapping the doorbells: " + os::describe(bell.error()), bell.error()});
+  }
+  page_mapping = *bell;
+  doorbell = reinterpret_cast<volatile std::uint64_t*>(static_cast<std::byte*>(*bell) + (made->doorbell_offset - page));
   return {};
 }
 
@@ -112,10 +121,27 @@ Result<void> Device::open() {
 
   if (auto r = make_queue(compute_, o_.compute_ring_bytes, KFD_IOC_QUEUE_TYPE_COMPUTE, kComputeRptr, kComputeWptr); !r)
     return fail(r.error());
+  // Several XCCs: each XCC's command processor reads the compute ring through a queue of its
+  // own, the write pointer shared, the read pointers apart.
+  if (xccs_ > kXccMax) return std::unexpected(fmt::format("{} XCCs, over the {} PRED_EXEC can select", xccs_, kXccMax));
+  for (std::uint32_t x = 1; x < xccs_; ++x) {
+    auto& c = compute_;
+    if (auto r = create_queue(c, KFD_IOC_QUEUE_TYPE_COMPUTE, x, kXccRptrs + 8 * x, kComputeWptr,
+                              c.other_ids[x - 1], c.other_doorbells[x - 1], c.other_pages[x - 1]);
+        !r)
+      return fail(r.error());
+    c.others = x;
+  }
   if (auto r = make_queue(copy_, o_.copy_ring_bytes, KFD_IOC_QUEUE_TYPE_SDMA, kCopyRptr, kCopyWptr); !r)
     return fail(r.error());
+  if (xccs_ > 1) {
+    auto slots = make_block(kSlots * kSlotDwords * 4, kUncachedGttFlags);
+    if (!slots) return fail(slots.error());
+    slots_ = *slots;
+  }
   try {
     build_value_packets();
+    if (xccs_ > 1) place_xccs();
   } catch (const std::exception& e) {
     return std::unexpected(fmt::format("{}: {}", name_, e.what()));
   }
@@ -165,6 +191,11 @@ void Device::stop(std::string_view) {
   if (stopped_) return;
   stopped_ = true;
   for (Ring* r : {&compute_, &copy_}) {
+    for (std::uint32_t i = 0; i < r->others; ++i) {
+      kfd_.destroy_queue(r->other_ids[i]);
+      seam_.munmap(r->other_pages[i], kDoorbellBytes);
+    }
+    r->others = 0;
     if (r->created) kfd_.destroy_queue(r->queue_id), r->created = false;
     if (r->doorbell_page) seam_.munmap(r->doorbell_page, kDoorbellBytes), r->doorbell_page = nullptr;
     drop_block(r->ring);
@@ -176,6 +207,7 @@ void Device::stop(std::string_view) {
   drop_block(eop_);
   drop_block(cwsr_);
   drop_block(control_);
+  drop_block(slots_);
   drop_block(words_map_);
   drop_block(word_map_);
   // The queues are gone: the word shows the dropped values, after which rig frees memory.

@@ -44,9 +44,10 @@ constexpr std::uint32_t kLdsGranule = 512;     // COMPUTE_PGM_RSRC2.LDS_SIZE uni
 constexpr std::uint32_t kFlights = 4096;       // values in flight at most (and timestamp slots)
 constexpr std::uint32_t kMarks = 8192;         // part starts remembered for fault reports
 constexpr std::uint64_t kGpuClockHz = 100'000'000;  // the GPU timestamp counter (assumed)
-// The XCC (within the partition) the compute queue runs on, where the GPU has several: a
-// PM4 queue runs on the one its queue_percentage names (docs/amd.md, "Several XCCs").
-constexpr std::uint32_t kPm4TargetXcc = 0;
+// XCCs a GPU's partition has at most (PRED_EXEC's VIRTUAL_XCC_ID_SELECT has 8 bits): on a GPU
+// of several, the compute queue is one PM4 queue per XCC over one ring, each naming its XCC
+// in queue_percentage (docs/amd.md, "Several XCCs").
+constexpr std::uint32_t kXccMax = 8;
 
 // KFD's per-allocation flags for each kind of memory.
 constexpr std::uint32_t kVramFlags = KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC |
@@ -60,9 +61,14 @@ constexpr std::uint32_t kUncachedGttFlags = kGttFlags | KFD_IOC_ALLOC_MEM_FLAGS_
 inline std::uint64_t round_up(std::uint64_t n, std::uint64_t to) { return (n + to - 1) / to * to; }
 inline std::uint64_t load(const volatile std::uint64_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
 
-// The control page: queue pointers and the sequence words the queues sync through.
+// The control page: queue pointers and the sequence words the queues sync through; on a
+// GPU of several XCCs, the read pointers of XCC 1 and up (XCC 0's is kComputeRptr), the
+// XCCs' barrier count and the indirect buffer that gives each XCC its place.
 constexpr std::uint64_t kComputeRptr = 0, kComputeWptr = 8, kCopyRptr = 16, kCopyWptr = 24;
 constexpr std::uint64_t kComputeSequence = 64, kCopySequence = 128;
+constexpr std::uint64_t kXccBarrier = 192;  // 64 bits: every XCC adds 1 at each barrier
+constexpr std::uint64_t kXccRptrs = 256;    // XCC i's read pointer at kXccRptrs + 8 * i
+constexpr std::uint64_t kXccPlaces = 512;   // PRED_EXEC + SET_SH_REG per XCC
 constexpr std::uint64_t kStamps = kPage;  // kFlights slots of (start, end) GPU clocks
 constexpr std::uint64_t kControlBytes = kPage + kFlights * 16;
 
@@ -72,6 +78,28 @@ constexpr std::uint64_t kAcquireDwords = 1 + pm4::kAcquireMemBody;
 constexpr std::uint64_t kFlushDwords = 1 + pm4::kEventWriteBody;
 constexpr std::uint64_t kWait32Dwords = 1 + pm4::kWaitRegMemBody;
 constexpr std::uint64_t kWait64Dwords = 1 + pm4::kWaitRegMem64Body;
+constexpr std::uint64_t kIbDwords = 1 + pm4::kIndirectBufferBody;
+constexpr std::uint64_t kPredDwords = 1 + pm4::kPredExecBody;
+// An XCC barrier: RELEASE_MEM (this XCC's work done, its L2 written back), ATOMIC_MEM (+1 to
+// the count), WAIT_REG_MEM64 (until every XCC has added its 1); between parts, ACQUIRE_MEM
+// after it. Where its wait's reference lies, for patching.
+constexpr std::uint64_t kBarrierDwords = kReleaseDwords + 1 + pm4::kAtomicMemBody + kWait64Dwords;
+constexpr std::uint64_t kBarrierReference = kReleaseDwords + 1 + pm4::kAtomicMemBody + pm4::kWaitRegMem64Reference;
+// Of a barrier, the dwords every XCC has read once the count says all of them arrived (the
+// wait's and what follows may still be ahead of some): the ring is reclaimed up to there.
+constexpr std::uint64_t kBarrierRead = kReleaseDwords + 1 + pm4::kAtomicMemBody;
+// A value's slot of XCC 0's packets (in indirect buffers, where PRED_EXEC works): the start
+// stamp, the end stamp, then the word's store and the interrupt; each under PRED_EXEC.
+constexpr std::uint64_t kSlotStart = 0, kSlotEnd = kPredDwords + kReleaseDwords;
+constexpr std::uint64_t kSlotTail = 2 * (kPredDwords + kReleaseDwords);
+constexpr std::uint64_t kSlotTailDwords = kPredDwords + 2 * kReleaseDwords;
+constexpr std::uint64_t kSlotDwords = 40;
+static_assert(kSlotTail + kSlotTailDwords <= kSlotDwords);
+// Slots, and so values in flight, on several XCCs: value v's slot is v % kSlots, written again
+// once v is reached (XCC 0 has stored the word from it, the other XCCs skip it). Few enough
+// that the slots stay in the host's caches (20 KiB): a slot rewritten from memory per value
+// cost a launch's submit more than its ring's copy did.
+constexpr std::uint64_t kSlots = 128;
 
 // A kernel argument the driver fills, by its metadata kind.
 enum class Hidden : std::uint8_t {
@@ -109,6 +137,10 @@ struct BuiltLaunch {
     std::vector<std::uint32_t> words;
     std::uint32_t packets_at = 0, user_at = 0, word_at = 0;
     std::array<std::uint32_t, 2> stamps_at{};
+    // Several XCCs: the tail barrier's reference and the indirect buffers' addresses (the end
+    // one at ibs_at[2]); the word is then patched in the value's slot, not the ring.
+    std::uint32_t barrier_at = 0;
+    std::array<std::uint32_t, 3> ibs_at{};
   };
   std::array<Lone, 2> lone;
   std::vector<std::byte> kernargs;
@@ -177,6 +209,11 @@ struct Ring {
   std::uint32_t queue_id = 0;
   bool created = false;
   bool bytes = false;  // SDMA pointers count bytes, PM4 pointers dwords
+  // Several XCCs: the queues of XCC 1 and up over this ring, each with its doorbell.
+  std::uint32_t others = 0;
+  std::array<std::uint32_t, kXccMax - 1> other_ids{};
+  std::array<volatile std::uint64_t*, kXccMax - 1> other_doorbells{};
+  std::array<void*, kXccMax - 1> other_pages{};
 
   // Copies `w` in at the write pointer, wrapping at the ring's end (rings are powers of two;
   // PM4 packets may straddle the end).
@@ -214,6 +251,18 @@ struct CodeLimits {
   std::uint32_t lds_bytes = 64 << 10;
 };
 CodeLimits code_limits(const Gpu& gpu);
+
+// A launch: PGM_LO/HI, RSRC1/2, RSRC3, TMPRING, SCRATCH_BASE, RESTART, USER_DATA (16 at
+// most), RESOURCE_LIMITS, START/NUM_THREAD, DISPATCH_DIRECT, CS_PARTIAL_FLUSH.
+constexpr std::uint64_t kLaunchDwords = 4 + 4 + 3 + 3 + 4 + 5 + 18 + 3 + 8 + 5 + 2;
+// A value's own packets on the compute queue: the waits' share aside, the barrier, the
+// sequence signal, the word, the interrupt and two stamps, with gfx10+'s ACQUIRE_MEM (a
+// device's own, value_dwords_, has its generation's).
+constexpr std::uint64_t kValueDwords = kFlushDwords + kAcquireDwords + 5 * kReleaseDwords + kWait32Dwords;
+// What several XCCs add to a value: the tail's barrier and the indirect buffers of its
+// stamps and word; to a compute part, a barrier and ACQUIRE_MEM after it.
+constexpr std::uint64_t kXccValueDwords = kBarrierDwords + 3 * kIbDwords;
+constexpr std::uint64_t kXccPartDwords = kBarrierDwords + kAcquireDwords;
 
 class Device;
 struct Edge {
@@ -263,6 +312,13 @@ class Device final : public edge::Driver {
   // ---- device.cpp: opening.
   KfdResult<void> make_queue(Ring& r, std::uint32_t bytes, std::uint32_t type, std::uint64_t rptr,
                              std::uint64_t wptr);
+  // A queue over r's ring on XCC `xcc` (its read pointer at control offset rptr); its id, doorbell
+  // and doorbell page.
+  KfdResult<void> create_queue(const Ring& r, std::uint32_t type, std::uint32_t xcc, std::uint64_t rptr,
+                               std::uint64_t wptr, std::uint32_t& id, volatile std::uint64_t*& doorbell,
+                               void*& page);
+  // Several XCCs: gives each XCC its place in a shared dispatch (before any value).
+  void place_xccs();
 
   // ---- memory.cpp: memory the driver owns, mapped for host and GPU at one address.
   KfdResult<Block> make_block(std::uint64_t bytes, std::uint32_t flags);
@@ -325,8 +381,20 @@ class Device final : public edge::Driver {
   bool uses_scratch(const LaunchTemplate& t) const;
   // A copy's boxes as SDMA packets.
   void copy(sdma::Sdma& ps, const rig_copy& c);
-  // Encodes head_, tail_ and stamp_ (open).
+  // Encodes head_, tail_ and stamp_ (open); with several XCCs, barrier_ and the slots.
   void build_value_packets();
+  // Several XCCs: a barrier of every XCC (its reference the next count), at pc.
+  void barrier(pm4::Pm4& pc);
+  // Several XCCs: value v's slot of XCC 0's packets; a timed value's stamps' addresses are
+  // written into it (stamp_slot).
+  void stamp_slot(std::uint64_t v) {
+    std::uint32_t* slot = slot_words(v);
+    const std::uint64_t at[2] = {stamps_of(v), stamps_of(v) + 8};
+    std::memcpy(slot + kSlotStart + kPredDwords + pm4::kReleaseMemAddress, &at[0], 8);
+    std::memcpy(slot + kSlotEnd + kPredDwords + pm4::kReleaseMemAddress, &at[1], 8);
+  }
+  std::uint64_t slot_of(std::uint64_t v) const { return slots_.address + (v % kSlots) * kSlotDwords * 4; }
+  std::uint32_t* slot_words(std::uint64_t v) const { return reinterpret_cast<std::uint32_t*>(slot_of(v)); }
   // The scratch bytes a wave of t takes: its lanes' private segments (1 KiB each at least),
   // in the generation's COMPUTE_TMPRING_SIZE.WAVESIZE units.
   std::uint64_t scratch_per_wave(const LaunchTemplate& t) const;
@@ -342,7 +410,7 @@ class Device final : public edge::Driver {
   pm4::Gen gen_ = pm4::Gen::Gfx11;  // the packets' generation (generation_of)
   sdma::Version sdma_ = sdma::Version::Sdma6;  // its SDMA engine's (sdma_of)
   CodeLimits limits_;                // what the processor's code may use (code_limits)
-  std::uint32_t xccs_ = 1;           // the topology's num_xcc: compute dies (the queue runs on one)
+  std::uint32_t xccs_ = 1;           // the topology's num_xcc: compute dies, a compute queue each
   volatile std::uint64_t* word_;
   Edge edge_;
 
@@ -358,6 +426,7 @@ class Device final : public edge::Driver {
 
   // Driver memory.
   Block words_map_, word_map_, control_, eop_, cwsr_, kernargs_;
+  Block slots_;  // several XCCs: kSlots slots of kSlotDwords
   std::byte* control_host_ = nullptr;
   Ring compute_, copy_;
   std::uint32_t signal_event_ = 0, memory_event_ = 0, hw_event_ = 0;
@@ -371,6 +440,8 @@ class Device final : public edge::Driver {
   std::uint64_t submitted_ = 0;
   std::uint64_t kernarg_pos_ = 0, kernarg_tail_ = 0;
   std::uint32_t compute_sequence_ = 0, copy_sequence_ = 0;
+  std::uint64_t barriers_ = 0;  // XCC barriers encoded: the count's reference is xccs_ times it
+  std::uint64_t flight_limit_ = kFlights;  // values in flight at most: kSlots on several XCCs
   std::uint64_t flight_head_ = 0, flight_tail_ = 0;  // [tail, head) of flights_ are in flight
   std::atomic<std::uint64_t> marks_sequence_{0};  // twice the marks written: odd while one is
   // A value's packets that are the same for every value, encoded at open and copied: its head
@@ -380,8 +451,15 @@ class Device final : public edge::Driver {
   std::uint32_t head_dwords_ = 0;
   std::uint64_t value_dwords_ = 0;  // kValueDwords with the generation's ACQUIRE_MEM
   std::span<const std::uint32_t> head() const { return std::span(head_).first(head_dwords_); }
-  std::array<std::uint32_t, 2 * kReleaseDwords> tail_{};
+  std::array<std::uint32_t, std::max(2 * kReleaseDwords, kBarrierDwords + kIbDwords)> tail_{};
   std::array<std::uint32_t, kReleaseDwords> stamp_{};
+  std::array<std::uint32_t, kBarrierDwords> barrier_{};
+  std::uint64_t tail_dwords_ = 2 * kReleaseDwords;  // in the ring: several XCCs' a barrier and an IB
+  std::uint64_t launch_dwords_ = kLaunchDwords;  // with several XCCs, a barrier after it
+  // Several XCCs: the dwords at a value's end that some XCC may still read after its word
+  // (the tail barrier's wait and indirect buffer), which its flight does not free.
+  std::uint64_t compute_held_ = 0;
+  std::span<const std::uint32_t> tail() const { return std::span(tail_).first(tail_dwords_); }
   std::array<std::uint32_t, 64> signal_at_{};  // per part: the sequence value it signals
   std::uint64_t sync_gpu_ = 0, sync_host_ = 0;  // a GPU clock reading and the host's time then
   std::set<std::string, std::less<>> names_;  // kernels' names, for marks (under mutex_)
@@ -398,13 +476,5 @@ class Device final : public edge::Driver {
   // read them to describe a fault, under marks_sequence_.
   std::array<Mark, kMarks> marks_{};
 };
-
-// A launch: PGM_LO/HI, RSRC1/2, RSRC3, TMPRING, SCRATCH_BASE, RESTART, USER_DATA (16 at
-// most), RESOURCE_LIMITS, START/NUM_THREAD, DISPATCH_DIRECT, CS_PARTIAL_FLUSH.
-constexpr std::uint64_t kLaunchDwords = 4 + 4 + 3 + 3 + 4 + 5 + 18 + 3 + 8 + 5 + 2;
-// A value's own packets on the compute queue: the waits' share aside, the barrier, the
-// sequence signal, the word, the interrupt and two stamps, with gfx10+'s ACQUIRE_MEM (a
-// device's own, value_dwords_, has its generation's).
-constexpr std::uint64_t kValueDwords = kFlushDwords + kAcquireDwords + 5 * kReleaseDwords + kWait32Dwords;
 
 }  // namespace rig::amd::driver

@@ -128,12 +128,28 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
     auto& w = lone.words;
     auto at = [&] { return std::uint32_t(w.size()); };
     w.assign(head().begin(), head().end());
-    if (timed) lone.stamps_at[0] = at() + pm4::kReleaseMemAddress, w.insert(w.end(), stamp_.begin(), stamp_.end());
+    auto put_stamp = [&](int which) {
+      if (xccs_ > 1) {  // an indirect buffer of the slot's stamp, its address patched
+        lone.ibs_at[which] = at() + 1;
+        std::array<std::uint32_t, kIbDwords> ib{};
+        pm4::Pm4(gen_, ib).indirect_buffer(0, kPredDwords + kReleaseDwords);
+        w.insert(w.end(), ib.begin(), ib.end());
+      } else {
+        lone.stamps_at[which] = at() + pm4::kReleaseMemAddress;
+        w.insert(w.end(), stamp_.begin(), stamp_.end());
+      }
+    };
+    if (timed) put_stamp(0);
     lone.packets_at = at(), lone.user_at = at() + user_at;
     w.insert(w.end(), b.packets.begin(), b.packets.end());
-    if (timed) lone.stamps_at[1] = at() + pm4::kReleaseMemAddress, w.insert(w.end(), stamp_.begin(), stamp_.end());
-    lone.word_at = at() + pm4::kReleaseMemData;
-    w.insert(w.end(), tail_.begin(), tail_.end());
+    if (timed) put_stamp(1);
+    if (xccs_ > 1) {  // XCC 0 stores the stamps and the word from the value's slot
+      lone.barrier_at = at() + std::uint32_t(kBarrierReference);
+      lone.ibs_at[2] = at() + std::uint32_t(kBarrierDwords) + 1;
+    } else {
+      lone.word_at = at() + pm4::kReleaseMemData;
+    }
+    w.insert(w.end(), tail().begin(), tail().end());
   }
   std::memcpy(b.geometry.data(), geometry(l), kGeometryBytes);
   b.scratch_address = scratch_.address, b.scratch_bytes = scratch_.bytes;
@@ -160,12 +176,72 @@ void Device::build_value_packets() {
   head.acquire_mem();
   head_dwords_ = head.size();
   value_dwords_ = kValueDwords - kAcquireDwords + (1 + pm4::acquire_mem_body(gen_));
-  pm4::Pm4 tail(gen_, tail_);
-  tail.release_mem({reinterpret_cast<std::uint64_t>(word_), 0, pm4::DataSel::Data64, pm4::IntSel::None, 0, true});
-  tail.release_mem({mailbox_, signal_event_, pm4::DataSel::Low32, pm4::IntSel::InterruptAfterWriteConfirm,
-                    signal_event_, false});
+  const pm4::Release word{reinterpret_cast<std::uint64_t>(word_), 0, pm4::DataSel::Data64, pm4::IntSel::None, 0, true};
+  const pm4::Release wake{mailbox_, signal_event_, pm4::DataSel::Low32, pm4::IntSel::InterruptAfterWriteConfirm,
+                          signal_event_, false};
   pm4::Pm4(gen_, stamp_).release_mem(
       {control_.address + kStamps, 0, pm4::DataSel::GpuClock, pm4::IntSel::None, 0, false});
+  if (xccs_ == 1) {
+    pm4::Pm4 tail(gen_, tail_);
+    tail.release_mem(word);
+    tail.release_mem(wake);
+    tail_dwords_ = tail.size();
+    return;
+  }
+  // Several XCCs read the ring and each runs every packet: a value ends with a barrier of all
+  // of them, after which XCC 0 alone (PRED_EXEC, in an indirect buffer of the value's slot)
+  // stores the word and raises the interrupt. Its stamps are XCC 0's too, from the slot.
+  {
+    pm4::Pm4 b(gen_, barrier_);
+    b.release_mem({0, 0, pm4::DataSel::None, pm4::IntSel::None, 0, true});
+    b.atomic_add64(control_.address + kXccBarrier, 1);
+    b.wait_mem64(control_.address + kXccBarrier, pm4::Compare::GreaterEqual, 0);  // the reference is patched
+  }
+  pm4::Pm4 tail(gen_, tail_);
+  tail.packets(barrier_);
+  tail.indirect_buffer(0, std::uint32_t(kSlotTailDwords));  // the slot's address is patched
+  tail_dwords_ = tail.size();
+  value_dwords_ += kXccValueDwords;
+  launch_dwords_ = kLaunchDwords + kXccPartDwords;
+  compute_held_ = tail_dwords_ - kBarrierRead;
+  flight_limit_ = kSlots;
+  // Each slot's packets, its word's value (and a timed value's stamps' addresses) patched per
+  // value.
+  for (std::uint64_t v = 0; v < kSlots; ++v) {
+    std::span<std::uint32_t> slot(slot_words(v), kSlotDwords);
+    for (std::uint64_t which : {0, 1}) {
+      pm4::Pm4 s(gen_, slot.subspan(which ? kSlotEnd : kSlotStart, kPredDwords + kReleaseDwords));
+      s.pred_exec(1, std::uint32_t(kReleaseDwords));
+      s.release_mem({stamps_of(v) + 8 * which, 0, pm4::DataSel::GpuClock, pm4::IntSel::None, 0, false});
+    }
+    pm4::Pm4 s(gen_, slot.subspan(kSlotTail, kSlotTailDwords));
+    s.pred_exec(1, std::uint32_t(2 * kReleaseDwords));
+    s.release_mem(word);
+    s.release_mem(wake);
+  }
+}
+
+void Device::barrier(pm4::Pm4& pc) {
+  const std::uint64_t at = pc.position();
+  pc.packets(barrier_);
+  compute_.set64(at + kBarrierReference, ++barriers_ * xccs_);
+}
+
+void Device::place_xccs() {
+  // Dispatches are shared out a group at a time (COMPUTE_TG_CHUNK_SIZE 1, as KFD's MQD has
+  // for an AQL queue), each XCC taking the groups of its place (COMPUTE_CURRENT_LOGIC_XCC_ID,
+  // set under PRED_EXEC for that XCC alone, in an indirect buffer).
+  auto* places = reinterpret_cast<std::uint32_t*>(control_host_ + kXccPlaces);
+  constexpr std::uint32_t kPlaceDwords = kPredDwords + pm4::Pm4::set_sh_reg_size(1);
+  pm4::Pm4 ib(gen_, std::span(places, xccs_ * kPlaceDwords));
+  for (std::uint32_t x = 0; x < xccs_; ++x) {
+    ib.pred_exec(1u << x, pm4::Pm4::set_sh_reg_size(1));
+    ib.set_sh_reg(pm4::reg::COMPUTE_CURRENT_LOGIC_XCC_ID, x);
+  }
+  pm4::Pm4 pc(gen_, std::span(compute_.words, compute_.dwords), compute_.wptr);
+  pc.set_sh_reg(pm4::reg::COMPUTE_TG_CHUNK_SIZE, 1);
+  pc.indirect_buffer(control_.address + kXccPlaces, ib.size());
+  compute_.wptr = pc.position();  // the first value's doorbell publishes it
 }
 
 

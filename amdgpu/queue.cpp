@@ -89,12 +89,12 @@ Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t wait
     switch (part.kind) {
       case RIG_KIND_WORDS:
         if (on_copy) copy_packet(part.work.words.count);
-        else p.compute += part.work.words.count;
+        else p.compute += part.work.words.count + (xccs_ > 1 ? kXccPartDwords : 0);
         break;
       case RIG_KIND_FILL: {
         std::uint64_t n = part.work.fill.ring_units ? part.work.fill.ring_units : kFillDefaultUnits;
         if (on_copy) copy_packet(n);
-        else p.compute += n;
+        else p.compute += n + (xccs_ > 1 ? kXccPartDwords : 0);
         break;
       }
       case RIG_KIND_COPY: {
@@ -123,7 +123,7 @@ Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t wait
         break;
       }
       case RIG_KIND_LAUNCH: {
-        p.compute += kLaunchDwords;
+        p.compute += launch_dwords_;
         auto* t = static_cast<const LaunchTemplate*>(part.work.launch.launch);
         std::uint64_t bytes = round_up(t->kernarg_bytes, 64) + 64;  // + a dispatch packet
         const std::uint64_t cost = kernarg_cost(kernarg_at, bytes);
@@ -175,18 +175,30 @@ void Device::submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint
   const std::uint64_t args = place_kernargs(t, l);
   compute_.put(lone.words);
   patch_user(b, start + lone.user_at, args, v);
-  compute_.set64(start + lone.word_at, v);
-  if (timed) {
-    compute_.set64(start + lone.stamps_at[0], stamps_of(v));
-    compute_.set64(start + lone.stamps_at[1], stamps_of(v) + 8);
+  if (xccs_ > 1) {
+    const std::uint64_t slot = slot_of(v);
+    std::memcpy(slot_words(v) + kSlotTail + kPredDwords + pm4::kReleaseMemData, &v, 8);
+    compute_.set64(start + lone.barrier_at, ++barriers_ * xccs_);
+    compute_.set64(start + lone.ibs_at[2], slot + kSlotTail * 4);
+    if (timed) {
+      stamp_slot(v);
+      compute_.set64(start + lone.ibs_at[0], slot + kSlotStart * 4);
+      compute_.set64(start + lone.ibs_at[1], slot + kSlotEnd * 4);
+    }
+  } else {
+    compute_.set64(start + lone.word_at, v);
+    if (timed) {
+      compute_.set64(start + lone.stamps_at[0], stamps_of(v));
+      compute_.set64(start + lone.stamps_at[1], stamps_of(v) + 8);
+    }
   }
-  flights_[flight_head_++ % kFlights] = {v, compute_.wptr, copy_.wptr, kernarg_pos_};
+  flights_[flight_head_++ % kFlights] = {v, compute_.wptr - compute_held_, copy_.wptr, kernarg_pos_};
   ring_doorbell(compute_);
 }
 
 bool Device::lone_fits(const LaunchTemplate& t) const {
   Plan p;  // what plan() would find, without its walk
-  p.compute = value_dwords_ + kLaunchDwords;
+  p.compute = value_dwords_ + launch_dwords_;
   p.kernargs = kernarg_cost(kernarg_pos_, t.built.kernargs.size());
   return fits(p);
 }
@@ -194,7 +206,7 @@ bool Device::lone_fits(const LaunchTemplate& t) const {
 bool Device::fits(const Plan& p) const {
   return compute_.wptr + p.compute - compute_.tail <= compute_.dwords &&
          copy_.wptr + p.copy - copy_.tail <= copy_.dwords &&
-         kernarg_pos_ + p.kernargs - kernarg_tail_ <= kernargs_.bytes && flight_head_ - flight_tail_ < kFlights;
+         kernarg_pos_ + p.kernargs - kernarg_tail_ <= kernargs_.bytes && flight_head_ - flight_tail_ < flight_limit_;
 }
 
 void Device::time_value(std::uint64_t v, bool timed) {
@@ -310,6 +322,8 @@ void Device::ring_doorbell(Ring& r) {
   std::atomic_thread_fence(std::memory_order_release);  // packets before the pointer
   __atomic_store_n(r.wptr_memory, pointer, __ATOMIC_RELEASE);
   __atomic_store_n(r.doorbell, pointer, __ATOMIC_RELEASE);
+  for (std::uint32_t i = 0; i < r.others; ++i)  // the other XCCs' queues over the ring
+    __atomic_store_n(r.other_doorbells[i], pointer, __ATOMIC_RELEASE);
 }
 
 int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
@@ -337,6 +351,7 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
     sdma::Sdma ps(std::span(copy_.words, copy_.dwords), copy_.wptr, sdma_);
     const std::uint64_t seq_c = control_.address + kComputeSequence, seq_s = control_.address + kCopySequence;
     const std::uint64_t stamps = stamps_of(v);
+    if (times && xccs_ > 1) stamp_slot(v);
     bool copies = false;
     for (std::uint32_t i = 0; i < count; ++i) copies |= parts[i].queue == 1;
     // Foreign waits: the producer's word, which the GPU reaches through rig_words.
@@ -348,8 +363,11 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
                                              "which its queues cannot read", v, waits[w].device, address));
       pc.wait_mem64(address, pm4::Compare::GreaterEqual, waits[w].value);
     }
-    // A GPU clock stored at `address` when the work before it is done.
+    // A GPU clock stored at `address` when the work before it is done (by XCC 0 alone, from
+    // the value's slot, where several XCCs read the ring).
     auto stamp = [&](std::uint64_t address) {
+      if (xccs_ > 1) return pc.indirect_buffer(slot_of(v) + (address == stamps ? kSlotStart : kSlotEnd) * 4,
+                                               std::uint32_t(kPredDwords + kReleaseDwords));
       const std::uint64_t at = pc.position();
       pc.packets(stamp_);
       compute_.set64(at + pm4::kReleaseMemAddress, address);
@@ -421,6 +439,12 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
           break;
         }
       }
+      // Several XCCs: a compute part that signals or is followed by more is done on every XCC,
+      // and its writes visible to each, before the next part or its signal.
+      if (xccs_ > 1 && !on_copy && (signals[i] || (part.kind == RIG_KIND_LAUNCH && i + 1 < count))) {
+        barrier(pc);
+        pc.acquire_mem();
+      }
       if (signals[i]) {
         if (on_copy) ps.fence(seq_s, signal_at_[i] = ++copy_sequence_);
         else pc.release_mem({seq_c, signal_at_[i] = ++compute_sequence_, pm4::DataSel::Low32});
@@ -432,11 +456,18 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
     }
     if (times) stamp(stamps + 8);
     // The word takes v, then sleepers are woken.
-    const std::uint64_t tail = pc.position();
-    pc.packets(tail_);
-    compute_.set64(tail + pm4::kReleaseMemData, v);
+    const std::uint64_t tail_at = pc.position();
+    pc.packets(tail());
+    if (xccs_ > 1) {  // every XCC's work is done when XCC 0 stores the word from v's slot
+      std::memcpy(slot_words(v) + kSlotTail + kPredDwords + pm4::kReleaseMemData, &v, 8);
+      compute_.set64(tail_at + kBarrierReference, ++barriers_ * xccs_);
+      compute_.set64(tail_at + kBarrierDwords + 1, slot_of(v) + kSlotTail * 4);
+    } else {
+      compute_.set64(tail_at + pm4::kReleaseMemData, v);
+    }
     compute_.wptr = pc.position();
-    flights_[flight_head_++ % kFlights] = {v, compute_.wptr, copies ? ps.position() : copy_.wptr, kernarg_pos_};
+    flights_[flight_head_++ % kFlights] = {v, compute_.wptr - compute_held_, copies ? ps.position() : copy_.wptr,
+                                           kernarg_pos_};
     if (copies) {
       copy_.wptr = ps.position();
       ring_doorbell(copy_);

@@ -165,6 +165,27 @@ void Pm4::wait_mem64(std::uint64_t address, Compare compare, std::uint64_t refer
   emit(p);
 }
 
+void Pm4::pred_exec(std::uint32_t xcc_mask, std::uint32_t dwords) {
+  if (gen_ != Gen::Gfx9_4) throw std::invalid_argument("PM4 PRED_EXEC: only gfx9.4 selects XCCs");
+  if (!xcc_mask || xcc_mask > 0xff)
+    throw std::invalid_argument(fmt::format("PM4 PRED_EXEC: XCC mask {:#x} selects none of 8 XCCs", xcc_mask));
+  if (dwords < 1 || dwords > kPredExecCountMax)
+    throw std::invalid_argument(fmt::format("PM4 PRED_EXEC over {} dwords: 1 ..= {}", dwords, kPredExecCountMax));
+  need(1 + kPredExecBody);
+  const std::uint32_t p[1 + kPredExecBody] = {header(kPredExec, kPredExecBody), dwords | xcc_mask << 24};
+  emit(p);
+}
+
+void Pm4::atomic_add64(std::uint64_t address, std::uint64_t addend) {
+  aligned(address, 8, "ATOMIC_MEM");
+  need(1 + kAtomicMemBody);
+  const std::uint32_t p[1 + kAtomicMemBody] = {
+      header(kAtomicMem, kAtomicMemBody), kTcOpAtomicAddRtn64, lo(address), hi(address), lo(addend), hi(addend),
+      0, 0,  // cmp_data: unused by an add
+      0};    // loop_interval: a single pass
+  emit(p);
+}
+
 void Pm4::indirect_buffer(std::uint64_t address, std::uint32_t dwords) {
   aligned(address, 4, "INDIRECT_BUFFER");
   if (dwords < 1 || dwords > kIndirectBufferMaxDwords)

@@ -41,6 +41,8 @@ constexpr std::uint32_t header(std::uint32_t op, std::uint32_t body) {
 
 // ---- Opcodes (nvd.h).
 constexpr std::uint32_t kNop = 0x10;
+constexpr std::uint32_t kAtomicMem = 0x1E;  // soc15d.h PACKET3_ATOMIC_MEM
+constexpr std::uint32_t kPredExec = 0x23;   // soc15d.h PACKET3_PRED_EXEC (gfx9.4.3's XCC select)
 constexpr std::uint32_t kDispatchDirect = 0x15;
 constexpr std::uint32_t kWriteData = 0x37;
 constexpr std::uint32_t kWaitRegMem = 0x3C;
@@ -70,6 +72,13 @@ constexpr std::uint32_t COMPUTE_PGM_RSRC2 = 0xB84C / 4;
 constexpr std::uint32_t COMPUTE_RESOURCE_LIMITS = 0xB854 / 4;
 constexpr std::uint32_t COMPUTE_TMPRING_SIZE = 0xB860 / 4;
 constexpr std::uint32_t COMPUTE_RESTART_X = 0xB86C / 4;  // then _Y, _Z
+// gfx9.4.3 (gfx942) only. COMPUTE_TG_CHUNK_SIZE: the thread groups an XCC takes in turn when
+// the XCCs reading one queue share a dispatch (gc_9_4_3_offset.h regCOMPUTE_TG_CHUNK_SIZE
+// 0x0e27, TG_CHUNK_SIZE in bits 0..15; KFD's MQD gives an AQL queue 1 and a PM4 queue 0).
+// COMPUTE_CURRENT_LOGIC_XCC_ID: the XCC's place among them (0x0e25, which the offset header
+// leaves out; tinygrad's ops_amd.py defines it and programmed it per XCC under PRED_EXEC).
+constexpr std::uint32_t COMPUTE_CURRENT_LOGIC_XCC_ID = 0xB894 / 4;
+constexpr std::uint32_t COMPUTE_TG_CHUNK_SIZE = 0xB89C / 4;
 constexpr std::uint32_t COMPUTE_PGM_RSRC3 = 0xB8A0 / 4;
 constexpr std::uint32_t COMPUTE_USER_DATA_0 = 0xB900 / 4;  // .. _15
 constexpr std::uint32_t kUserDataCount = 16;
@@ -180,11 +189,19 @@ constexpr std::uint32_t kCopyDataBody = 5;
 constexpr std::uint32_t kEventWriteBody = 1;
 constexpr std::uint32_t kIndirectBufferBody = 3;
 constexpr std::uint32_t kDispatchDirectBody = 4;
+constexpr std::uint32_t kPredExecBody = 1;   // EXEC_COUNT (bits 0..13), VIRTUAL_XCC_ID_SELECT (24..31)
+constexpr std::uint32_t kAtomicMemBody = 8;  // op, address, source, compare, loop interval
+constexpr std::uint32_t kPredExecCountMax = 0x3fff;
+// ATOMIC_MEM's ATOMIC field (bits 0..5): the TC operation (vega10_enum.h / soc21_enum.h
+// TC_OP_ATOMIC_ADD_RTN_64), and its COMMAND (bits 8..11) 0, a single pass.
+constexpr std::uint32_t kTcOpAtomicAddRtn64 = 0x2f;
 constexpr std::uint32_t kIndirectBufferMaxDwords = (1u << 20) - 1;  // ib_size is 20 bits
 // Where a RELEASE_MEM's fields lie, in dwords from its header: the address (low, high) and
 // the data (low, high), for packets encoded once and patched as they are copied.
 constexpr std::uint32_t kReleaseMemAddress = 3;
 constexpr std::uint32_t kReleaseMemData = 5;
+// Where a WAIT_REG_MEM64's reference (low, high) lies, in dwords from its header.
+constexpr std::uint32_t kWaitRegMem64Reference = 4;
 
 // An end-of-pipe release: after all earlier work of the queue completes, the caches named
 // are written back/invalidated, `data` (as data_sel says) is written at `address`, and an
@@ -241,6 +258,14 @@ class Pm4 {
   // (word & mask) `compare` reference holds, such as another device's timeline word >= v.
   void wait_mem64(std::uint64_t address, Compare compare, std::uint64_t reference,
                   std::uint64_t mask = ~std::uint64_t(0));
+  // PRED_EXEC (gfx9.4 only, invalid_argument elsewhere): the next `dwords` dwords (1 ..=
+  // 0x3fff) run on the XCCs whose bits `xcc_mask` (1 ..= 0xff) sets, by their place in the
+  // partition, and the other XCCs skip them. It works in indirect buffers, not in a ring
+  // (tinygrad's ops_amd.py, which wraps such packets in an indirect buffer for that reason).
+  void pred_exec(std::uint32_t xcc_mask, std::uint32_t dwords);
+  // ATOMIC_MEM: adds `addend` to the 64-bit word at `address` (8-aligned) in one atomic
+  // operation, once per command processor that runs the packet.
+  void atomic_add64(std::uint64_t address, std::uint64_t addend);
   // INDIRECT_BUFFER: runs `dwords` dwords of PM4 at `address` (4-aligned; 1 ..= 2^20 - 1).
   void indirect_buffer(std::uint64_t address, std::uint32_t dwords);
   // WRITE_DATA of `data` to memory at `address` (4-aligned), with write confirmation.

@@ -71,8 +71,9 @@ Result<std::vector<GpuInfo>> gpus(os::Seam& seam = os::system());
 
 // An opener of "AMD:<index>". Its make returns Error when the GPU is missing, KFD refuses
 // it, or its processor is not one the driver builds packets for (gfx90a, gfx942, gfx11 and
-// gfx12). On a GPU of several XCCs (gfx942 in SPX mode) the device's compute queue runs on
-// XCC 0 alone (KFD's pm4_target_xcc), so its launches use that XCC's compute units.
+// gfx12). On a GPU of several XCCs (gfx942 in SPX mode) the device's compute queue is a PM4
+// queue per XCC over one ring: a launch's grid is shared among every XCC, and the timeline
+// word is stored once per value, after every XCC's share (docs/amd.md, "Several XCCs").
 // invalid_argument if an Options size is not a power of two of at least 4 KiB.
 edge::Opener<> opener(int index, os::Seam& seam = os::system(), Options options = {});
 

@@ -79,7 +79,7 @@ void check_arch(const std::string& arch) {
   CHECK(object->target == noted[0].target);
   CHECK(object->arch == arch);
   REQUIRE(object->kernels.size() == noted[0].kernels.size());
-  REQUIRE(object->kernels.size() == 5);
+  REQUIRE(object->kernels.size() == 6);
   for (auto& n : noted[0].kernels) {
     const Kernel* k = object->find(n.fields.at(".name"));
     REQUIRE(k);

@@ -123,12 +123,42 @@ TEST_CASE("gpus lists a GPU's compute units and XCCs as the topology gives them"
   }
 }
 
-TEST_CASE("a gfx942 device of several XCCs runs its compute queue on XCC 0: a launch runs its grid once, the word moves once") {
-  struct Part {
-    sim::amd::Config config;
-    std::uint32_t cus, xccs;
-  };
-  for (const auto& part : {Part{sim::amd::Config::mi300x(), 304, 8}, Part{sim::amd::Config::mi300a(), 228, 6}}) {
+namespace {
+
+// The parts of several XCCs the simulator lists.
+struct XccPart {
+  sim::amd::Config config;
+  std::uint32_t cus, xccs;
+};
+const XccPart kXccParts[] = {{sim::amd::Config::mi300x(), 304, 8}, {sim::amd::Config::mi300a(), 228, 6}};
+
+// count_groups of amd_kernels_gfx942.co, its counts in `counts`: `groups` groups of 64, group
+// `slow` spinning `spin` times first.
+struct CountGroups {
+  Submission s;
+  Run run;
+  CountGroups(const Device& d, const Function& f, std::uint32_t groups, std::uint32_t slow, std::uint32_t spin)
+      : s(launch_part(d, f, 16, {0}, 0, 1)) {
+    auto block = s.block(0);
+    run.groups(block, groups);
+    run.threads(block, 64);
+    run.set(block, 8, slow);
+    run.set(block, 12, spin);
+  }
+};
+
+Function gfx942_kernel(const Device& d, const char* name) {
+  auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
+  REQUIRE_MESSAGE(image, image.error());
+  auto f = image->resolve(name);
+  REQUIRE(f);
+  return *f;
+}
+
+}  // namespace
+
+TEST_CASE("a gfx942 device of several XCCs reads its compute ring on every XCC: a launch shares its grid among them and moves the word once") {
+  for (const auto& part : kXccParts) {
     CAPTURE(part.xccs);
     auto& sim = simulator(part.config);
     Opened d(sim);
@@ -139,42 +169,145 @@ TEST_CASE("a gfx942 device of several XCCs runs its compute queue on XCC 0: a la
     CHECK(abi->compute_units == part.cus);
     CHECK(abi->xccs == part.xccs);
     CHECK(abi->lds_bytes == 64 * 1024);
-    // The driver names XCC 0 in the compute queue's queue_percentage; the simulator runs
-    // the queue on that XCC's command processor alone.
-    CHECK(sim.compute_queue_xccs() == std::vector<std::uint32_t>{0});
-    // Each value's head and tail are gfx9's ACQUIRE_MEM and RELEASE_MEM, which the simulated
-    // command processor reads in gfx9's dialect (it faults on gfx11's).
+    // A PM4 queue per XCC over the compute ring, each naming its XCC in queue_percentage.
+    std::vector<std::uint32_t> xccs(part.xccs);
+    for (std::uint32_t x = 0; x < part.xccs; ++x) xccs[x] = x;
+    CHECK(sim.compute_queue_xccs() == xccs);
+    // Words run on every XCC; the value's word is stored once.
     Buffer out = Buffer::create(d, 4);
+    const auto word = reinterpret_cast<std::uint64_t>(d->facts().word);
+    const std::uint64_t stored = sim.stores_to(word);
     writes(d, out, 7);
     CHECK(sim.faults().empty());
-    auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
-    REQUIRE_MESSAGE(image, image.error());
-    auto f = image->resolve("vector_add");
-    REQUIRE(f);
-    auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
+    CHECK(sim.stores_to(word) - stored == 1);
+    auto f = gfx942_kernel(d, "vector_add");
+    auto s = launch_part(d, f, 28, {0, 8, 16}, 2, 1);
     auto block = s.block(0);
-    const std::uint32_t n = 3 * 64;
+    const std::uint32_t groups = 2 * part.xccs + 1, n = groups * 64;
     Run run;
-    run.groups(block, 3);
+    run.groups(block, groups);
     run.threads(block, 64);
     run.set(block, 24, n);
-    Buffer a = Buffer::create(d, 1024), b = Buffer::create(d, 1024), c = Buffer::create(d, 1024);
+    Buffer a = Buffer::create(d, n * 4), b = Buffer::create(d, n * 4), c = Buffer::create(d, n * 4);
     a.write<float>([](std::span<float> x) { for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i); });
     b.write<float>([](std::span<float> x) { std::fill(x.begin(), x.end(), 0.5f); });
-    const std::uint64_t before = sim.dispatches();
+    const std::uint64_t before = sim.dispatches(), stores = sim.stores_to(word);
     Buffer reads[] = {a, b}, written[] = {c};
-    auto p = submit(s, run, reads, written);
-    p.wait();
+    for (int repeat = 0; repeat < 2; ++repeat) {  // the second launch is the built copy's
+      auto p = submit(s, run, reads, written);
+      p.wait();
+      CHECK(*d->facts().word == p.value());
+    }
     CHECK(sim.faults().empty());
-    CHECK(sim.dispatches() - before == 1);  // one command processor ran the grid, once
-    CHECK(*d->facts().word == p.value());
+    CHECK(sim.dispatches() - before == 2 * part.xccs);  // each XCC ran its share of each grid
+    CHECK(sim.stores_to(word) - stores == 2);
     auto sums = c.read<float>([](std::span<const float> x) { return std::vector<float>(x.begin(), x.end()); });
     bool right = true;
     for (std::uint32_t i = 0; i < n; ++i) right = right && sums[i] == float(i) + 0.5f;
     CHECK(right);
     CHECK(!d->lost());
-    writes(d, out, 8);
   }
+}
+
+TEST_CASE("on several XCCs the word reaches a launch's value only once every XCC's share has run, each group once") {
+  // Every XCC reads every packet: without a barrier the first XCC done would store the word
+  // while the slow group's XCC still runs, and each XCC would store it again.
+  for (const auto& part : kXccParts) {
+    CAPTURE(part.xccs);
+    auto& sim = simulator(part.config);
+    Opened d(sim);
+    auto f = gfx942_kernel(d, "count_groups");
+    const std::uint32_t groups = 3 * part.xccs;
+    Buffer counts = Buffer::create(d, groups * 4);
+    const auto word = reinterpret_cast<std::uint64_t>(d->facts().word);
+    for (std::uint32_t slow : {groups - 1, 1u}) {  // a slow share on the last XCC, then on XCC 1
+      CAPTURE(slow);
+      counts.write<std::uint32_t>([](std::span<std::uint32_t> x) { std::fill(x.begin(), x.end(), 0u); });
+      CountGroups launch(d, f, groups, slow, 40000);
+      const std::uint64_t stores = sim.stores_to(word);
+      Buffer written[] = {counts};
+      auto p = submit(launch.s, launch.run, {}, written);
+      // The moment the word shows the value, every group has added its 1.
+      while (__atomic_load_n(d->facts().word, __ATOMIC_ACQUIRE) < p.value()) std::this_thread::yield();
+      auto* seen = reinterpret_cast<const volatile std::uint32_t*>(counts.address());
+      std::uint32_t ran = 0, twice = 0;
+      for (std::uint32_t g = 0; g < groups; ++g) ran += seen[g] >= 1, twice += seen[g] > 1;
+      CHECK(ran == groups);
+      CHECK(twice == 0);
+      p.wait();
+      CHECK(sim.stores_to(word) - stores == 1);
+    }
+    CHECK(sim.faults().empty());
+    CHECK(!d->lost());
+  }
+}
+
+TEST_CASE("a foreign wait holds every XCC of a gfx942 device until the producer's word arrives") {
+  auto& sim = simulator(sim::amd::Config::mi300x());
+  Opened d(sim);
+  auto [opener, control] = fake::opener("FAKE:amd-xcc-producer", {.runs_when_asleep = false});
+  auto producer = rig::open(opener);
+  REQUIRE(producer);
+  Buffer nothing = Buffer::create(*producer, 4);
+  Submission::Part pp{"", {}, Submission::Words{nothing}};
+  auto ps = Submission::make(*producer, std::span(&pp, 1), 0, 0);
+  Run prun;
+  auto produced = submit(ps, prun, {}, {});
+  auto f = gfx942_kernel(d, "count_groups");
+  const std::uint32_t groups = 16;  // two groups on each XCC
+  Buffer counts = Buffer::create(d, groups * 4);
+  counts.write<std::uint32_t>([](std::span<std::uint32_t> x) { std::fill(x.begin(), x.end(), 0u); });
+  CountGroups launch(d, f, groups, 0, 0);
+  Buffer written[] = {counts};
+  auto consumed = submit(launch.s, launch.run, {}, written, std::array<Point, 1>{produced});
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  auto* seen = reinterpret_cast<const volatile std::uint32_t*>(counts.address());
+  std::uint32_t ran = 0;
+  for (std::uint32_t g = 0; g < groups; ++g) ran += seen[g];
+  CHECK(ran == 0);  // no XCC ran its share: each one's queue waits on the producer's word
+  CHECK(!consumed.reached());
+  control->step();
+  consumed.wait();
+  for (std::uint32_t g = 0; g < groups; ++g) ran += seen[g] == 1;
+  CHECK(ran == groups);
+  CHECK(sim.faults().empty());
+  producer->close();
+}
+
+TEST_CASE("every XCC runs a ring's packets, and PRED_EXEC in an indirect buffer picks which of them run the next ones") {
+  auto& sim = simulator(sim::amd::Config::mi300x());
+  Opened d(sim);
+  Buffer counter = Buffer::create(d, 4096);
+  counter.write<std::uint64_t>([](std::span<std::uint64_t> x) { std::fill(x.begin(), x.end(), 0ull); });
+  // An indirect buffer: ATOMIC_MEM +1 under PRED_EXEC for XCCs 0 and 2, then +16 for all.
+  Buffer ib = Buffer::create(d, 4096);
+  std::array<std::uint32_t, 2 + 9 + 9> ib_words{};
+  pm4::Pm4 p(pm4::Gen::Gfx9_4, ib_words);
+  p.pred_exec(0b101, 1 + pm4::kAtomicMemBody);
+  p.atomic_add64(counter.address(), 1);
+  p.atomic_add64(counter.address(), 16);
+  ib.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy(ib_words.begin(), ib_words.end(), x.begin()); });
+  std::array<std::uint32_t, 4 + 9> ring_words{};
+  pm4::Pm4 r(pm4::Gen::Gfx9_4, ring_words);
+  r.indirect_buffer(ib.address(), p.size());
+  r.atomic_add64(counter.address() + 8, 1);  // in the ring: every XCC adds its 1
+  auto words = words_buffer(d, ring_words);
+  Run run;
+  submit(words_part(d, words), run, {}, {}).wait();
+  auto got = counter.read<std::uint64_t>([](std::span<const std::uint64_t> x) { return std::pair(x[0], x[1]); });
+  CHECK(got.first == 2 + 8 * 16);
+  CHECK(got.second == 8);
+  CHECK(sim.faults().empty());
+  // PRED_EXEC in the ring itself is refused, as the command processor predicates packets in
+  // indirect buffers only; the fault names it.
+  std::array<std::uint32_t, 2 + 9> bare{};
+  pm4::Pm4 q(pm4::Gen::Gfx9_4, bare);
+  q.pred_exec(1, 1 + pm4::kAtomicMemBody);
+  q.atomic_add64(counter.address(), 1);
+  CHECK_THROWS_AS(submit(words_part(d, words_buffer(d, bare)), run, {}, {}).wait(), Lost);
+  const auto faults = sim.faults();
+  REQUIRE(!faults.empty());
+  CHECK(faults.back().find("PM4 PRED_EXEC in the ring") != std::string::npos);
 }
 
 TEST_CASE("the simulator refuses a compute queue on an XCC the GPU does not have") {
@@ -198,75 +331,6 @@ TEST_CASE("the simulator refuses a compute queue on an XCC the GPU does not have
   CHECK(create(5) == -EFAULT);
   CHECK(sim.live_queues() == queues);
   sim.close(fd);
-}
-
-namespace {
-
-// The simulator's seam, keeping the arguments of the last compute queue the driver created.
-struct QueueSpy final : os::Seam {
-  sim::amd::Simulator& sim;
-  std::optional<kfd_ioctl_create_queue_args> compute;
-  int kfd = -1;
-  explicit QueueSpy(sim::amd::Simulator& s) : sim(s) {}
-  int open(const char* path, int flags) override { return sim.open(path, flags); }
-  int close(int fd) override { return sim.close(fd); }
-  int ioctl(int fd, unsigned long request, void* arg) override {
-    int r = sim.ioctl(fd, request, arg);
-    auto* q = static_cast<kfd_ioctl_create_queue_args*>(arg);
-    if (request == AMDKFD_IOC_CREATE_QUEUE && r == 0 && q->queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE)
-      compute = *q, kfd = fd;
-    return r;
-  }
-  std::expected<void*, int> mmap(void* addr, std::size_t length, int prot, int flags, int fd, off_t offset) override {
-    return sim.mmap(addr, length, prot, flags, fd, offset);
-  }
-  int munmap(void* addr, std::size_t length) override { return sim.munmap(addr, length); }
-  int poll(pollfd* fds, nfds_t count, int timeout_ms) override { return sim.poll(fds, count, timeout_ms); }
-  ssize_t read(int fd, void* buffer, std::size_t n) override { return sim.read(fd, buffer, n); }
-  int eventfd(unsigned initial, int flags) override { return sim.eventfd(initial, flags); }
-};
-
-}  // namespace
-
-TEST_CASE("the simulator faults a launch whose ring a second XCC's queue reads too: the grid would run twice") {
-  // tinygrad's way to every XCC is a compute queue per XCC over one ring. A PM4 queue splits
-  // no dispatch among XCCs, so rig's packets on such a ring would run each grid once per
-  // XCC and write the word at each XCC's own end of pipe: the simulator refuses both.
-  auto& sim = simulator(sim::amd::Config::mi300x());
-  auto* spy = new QueueSpy(sim);  // rig keeps a device's seam until the process exits
-  auto opened = rig::open(rig::amd::opener(0, *spy));
-  REQUIRE_MESSAGE(opened, opened.error());
-  Device d = *opened;
-  REQUIRE(spy->compute);
-  kfd_ioctl_create_queue_args second = *spy->compute;
-  second.queue_percentage = KFD_MAX_QUEUE_PERCENTAGE | 1u << 8;  // XCC 1, the same ring
-  REQUIRE(sim.ioctl(spy->kfd, AMDKFD_IOC_CREATE_QUEUE, &second) == 0);
-  auto image = Image::load(d, file_bytes(fmt::format("{}/amd_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
-  REQUIRE_MESSAGE(image, image.error());
-  auto f = image->resolve("vector_add");
-  REQUIRE(f);
-  auto s = launch_part(d, *f, 28, {0, 8, 16}, 2, 1);
-  auto block = s.block(0);
-  Run run;
-  run.groups(block, 1);
-  run.threads(block, 64);
-  run.set(block, 24, std::uint32_t(64));
-  Buffer a = Buffer::create(d, 256), b = Buffer::create(d, 256), c = Buffer::create(d, 256);
-  Buffer reads[] = {a, b}, written[] = {c};
-  const std::uint64_t before = sim.dispatches();
-  CHECK_THROWS_AS(submit(s, run, reads, written).wait(), Lost);
-  const auto faults = sim.faults();
-  REQUIRE(!faults.empty());
-  CHECK(faults.back().find("PM4 DISPATCH_DIRECT on a ring the compute queues of XCC 0 and XCC 1 both read") !=
-        std::string::npos);
-  CHECK(sim.dispatches() == before);
-  kfd_ioctl_destroy_queue_args destroy{};
-  destroy.queue_id = second.queue_id;
-  CHECK(sim.ioctl(spy->kfd, AMDKFD_IOC_DESTROY_QUEUE, &destroy) == 0);
-  try {
-    d.close();
-  } catch (const std::exception&) {
-  }
 }
 
 TEST_CASE("a gfx942 device copies and fills past SDMA 4's 4 MiB count in several packets") {

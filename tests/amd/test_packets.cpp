@@ -483,3 +483,71 @@ TEST_CASE("the SDMA decoder refuses unknown opcodes and unsupported fields") {
   poll[0] &= ~(1u << 31);  // register polling
   CHECK(malformed(poll, true).find("register polling") != std::string::npos);
 }
+
+TEST_CASE("the gfx9 decoder reads PRED_EXEC's XCC mask and exec count from hand-written words") {
+  // PACKET3(PRED_EXEC 0x23, 0) | PACKET3_COMPUTE; EXEC_COUNT 18 (bits 0..13),
+  // VIRTUAL_XCC_ID_SELECT 0b101 (bits 24..31), written out from soc15d.h's field macros.
+  const std::array<std::uint32_t, 2> words{0xC0002302, 0x05000012};
+  auto ps = gfx9_packets(words);
+  REQUIRE(ps.size() == 1);
+  CHECK(ps[0].name == "PRED_EXEC");
+  auto& p = as<sim::PredExec>(ps[0]);
+  CHECK((p.xcc_mask == 0b101 && p.dwords == 18));
+  // gfx10+ has no XCC select; an empty mask, an empty count and reserved bits are refused.
+  CHECK(malformed(words).find("only gfx9.4.3 has") != std::string::npos);
+  CHECK(gfx9_malformed(std::array<std::uint32_t, 2>{0xC0002302, 0x00000012}).find("selects no XCC") != std::string::npos);
+  CHECK(gfx9_malformed(std::array<std::uint32_t, 2>{0xC0002302, 0x01000000}).find("exec count of 0") != std::string::npos);
+  CHECK(gfx9_malformed(std::array<std::uint32_t, 2>{0xC0002302, 0x01004012}).find("reserved bits") != std::string::npos);
+}
+
+TEST_CASE("PRED_EXEC as built selects the XCCs and counts the dwords it covers, and refuses what it cannot say") {
+  std::array<std::uint32_t, 2> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx9_4, w);
+  p.pred_exec(0x80, 0x3fff);
+  CHECK(w == std::array<std::uint32_t, 2>{0xC0002302, 0x80003fff});
+  auto ds = gfx9_packets(w);
+  auto& d = as<sim::PredExec>(ds[0]);
+  CHECK((d.xcc_mask == 0x80 && d.dwords == 0x3fff));
+  pm4::Pm4 q(pm4::Gen::Gfx9_4, w);
+  CHECK_THROWS_WITH_AS(q.pred_exec(0, 4), doctest::Contains("selects none"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(q.pred_exec(0x100, 4), doctest::Contains("selects none"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(q.pred_exec(1, 0x4000), doctest::Contains("1 ..= 16383"), std::invalid_argument);
+  std::array<std::uint32_t, 2> gfx11{};
+  pm4::Pm4 r(pm4::Gen::Gfx11, gfx11);
+  CHECK_THROWS_WITH_AS(r.pred_exec(1, 4), doctest::Contains("only gfx9.4"), std::invalid_argument);
+  CHECK((q.size() == 0 && r.size() == 0));
+}
+
+TEST_CASE("the gfx9 decoder reads ATOMIC_MEM's 64-bit add from hand-written words") {
+  // PACKET3(ATOMIC_MEM 0x1E, 7) | PACKET3_COMPUTE; ATOMIC TC_OP_ATOMIC_ADD_RTN_64 (0x2f),
+  // COMMAND 0 (single pass); address; source data; compare data 0; loop interval 0.
+  const std::array<std::uint32_t, 9> words{0xC0071E02, 0x2f, 0x12345678, 0x7f00, 3, 0, 0, 0, 0};
+  auto ps = gfx9_packets(words);
+  REQUIRE(ps.size() == 1);
+  CHECK(ps[0].name == "ATOMIC_MEM");
+  auto& a = as<sim::AtomicMem>(ps[0]);
+  CHECK((a.op == 0x2f && a.address == 0x7f0012345678 && a.source == 3));
+  auto bad = [&](std::size_t i, std::uint32_t v) {
+    auto w = words;
+    w[i] = v;
+    return gfx9_malformed(w);
+  };
+  CHECK(bad(1, 0x0f).find("only a 64-bit add") != std::string::npos);             // TC_OP_ATOMIC_ADD_RTN_32
+  CHECK(bad(1, 0x12f).find("only a single pass") != std::string::npos);          // loop until compare
+  CHECK(bad(2, 0x12345674).find("not 8-aligned") != std::string::npos);
+  CHECK(bad(8, 0x10).find("loop interval") != std::string::npos);
+  CHECK(malformed(words).find("gfx9 only") != std::string::npos);
+}
+
+TEST_CASE("ATOMIC_MEM as built adds to a 64-bit word, and refuses a misaligned one") {
+  std::array<std::uint32_t, 9> w{};
+  pm4::Pm4 p(pm4::Gen::Gfx9_4, w);
+  p.atomic_add64(0x1000, 1);
+  CHECK(w == std::array<std::uint32_t, 9>{0xC0071E02, 0x2f, 0x1000, 0, 1, 0, 0, 0, 0});
+  auto as_built = gfx9_packets(w);
+  auto& a = as<sim::AtomicMem>(as_built[0]);
+  CHECK((a.address == 0x1000 && a.source == 1));
+  pm4::Pm4 q(pm4::Gen::Gfx9_4, w);
+  CHECK_THROWS_WITH_AS(q.atomic_add64(0x1004, 1), doctest::Contains("not 8-byte aligned"), std::invalid_argument);
+  CHECK(q.size() == 0);
+}

@@ -63,3 +63,12 @@ KERNEL void lookup(GLOBAL uint32_t *out, uint32_t n) {
   uint32_t i = group_x() * 64 + thread_x();
   if (i < n) out[i] = squares_table[i % 8];
 }
+
+/* counts[g] += 1 from the first thread of each group g, group `slow` first counting to
+ * `spin` in registers: a share of the grid that takes its XCC far longer than the others'. */
+KERNEL void count_groups(GLOBAL uint32_t *counts, uint32_t slow, uint32_t spin) {
+  uint32_t g = group_x();
+  if (g == slow)
+    for (uint32_t k = 0, x = 0; k < spin; ++k) __asm__ volatile("v_add_u32 %0, %0, 1" : "+v"(x));
+  if (thread_x() == 0) counts[g] += 1; /* each group's own word: a second run of it shows */
+}

@@ -19,6 +19,8 @@ constexpr std::uint64_t join(std::uint32_t lo, std::uint32_t hi) { return std::u
 // PM4 IT opcodes this decoder reads (kernel nvd.h values).
 enum : std::uint32_t {
   IT_NOP = 0x10,
+  IT_ATOMIC_MEM = 0x1E,
+  IT_PRED_EXEC = 0x23,
   IT_DISPATCH_DIRECT = 0x15,
   IT_WRITE_DATA = 0x37,
   IT_WAIT_REG_MEM = 0x3C,
@@ -34,6 +36,8 @@ enum : std::uint32_t {
 const char* pm4_name(std::uint32_t op) {
   switch (op) {
     case IT_NOP: return "NOP";
+    case IT_ATOMIC_MEM: return "ATOMIC_MEM";
+    case IT_PRED_EXEC: return "PRED_EXEC";
     case IT_DISPATCH_DIRECT: return "DISPATCH_DIRECT";
     case IT_WRITE_DATA: return "WRITE_DATA";
     case IT_WAIT_REG_MEM: return "WAIT_REG_MEM";
@@ -62,6 +66,9 @@ constexpr std::uint32_t kGfx9ReleaseActionsKnown =
 constexpr std::uint32_t kGfx9CoherKnown = 1u << 3 | 1u << 4 | 1u << 5 | 1u << 15 | 1u << 18 | 1u << 22 | 1u << 23 |
                                           1u << 27 | 1u << 28 | 1u << 29 | 1u << 30;
 constexpr std::uint32_t kGfx9CsW32En = 1u << 15;  // the initiator bit gfx9 does not have
+
+// ATOMIC_MEM operations the simulated MEC runs: TC_OP_ATOMIC_ADD_RTN_64 (vega10_enum.h).
+constexpr std::uint32_t kTcAtomicAddRtn64 = 0x2f;
 
 // Event types the simulated MEC understands.
 constexpr std::uint32_t kCsPartialFlush = 0x07, kCacheFlushAndInvTsEvent = 0x14, kBottomOfPipeTs = 0x28;
@@ -208,6 +215,29 @@ Pm4Result pm4_body(std::uint32_t op, std::span<const std::uint32_t> b, const Pm4
       std::uint64_t address = join(b[1], b[2]);
       if (address % 4) return r.bad(fmt::format("address {:#x} not 4-aligned", address));
       return done(WriteData{dst, bool(bits(b[0], 20, 1)), address, {b.begin() + 3, b.end()}});
+    }
+    case IT_PRED_EXEC: {  // EXEC_COUNT bits 0..13, VIRTUAL_XCC_ID_SELECT bits 24..31 (soc15d.h)
+      if (!r.gfx9) return r.bad("PRED_EXEC selects XCCs, which only gfx9.4.3 has");
+      if (auto e = need(1)) return *e;
+      if (bits(b[0], 14, 10)) return r.bad(fmt::format("reserved bits in {:#x}", b[0]));
+      PredExec p{bits(b[0], 24, 8), bits(b[0], 0, 14)};
+      if (!p.xcc_mask) return r.bad("an XCC mask of 0 selects no XCC");
+      if (!p.dwords) return r.bad("an exec count of 0 dwords");
+      return done(p);
+    }
+    case IT_ATOMIC_MEM: {  // ATOMIC 0..5, COMMAND 8..11, CACHE_POLICY 25..26; address; src; cmp; loop
+      if (!r.gfx9) return r.bad("ATOMIC_MEM is simulated on gfx9 only");
+      if (auto e = need(8)) return *e;
+      if (bits(b[0], 6, 2) || bits(b[0], 12, 13) || bits(b[0], 27, 5))
+        return r.bad(fmt::format("reserved bits in {:#x}", b[0]));
+      std::uint32_t op = bits(b[0], 0, 6), command = bits(b[0], 8, 4);
+      if (op != kTcAtomicAddRtn64) return r.bad(fmt::format("atomic {:#x}: only a 64-bit add (0x2f) is simulated", op));
+      if (command) return r.bad(fmt::format("command {}: only a single pass (0) is simulated", command));
+      AtomicMem a{op, join(b[1], b[2]), join(b[3], b[4])};
+      if (a.address % 8) return r.bad(fmt::format("address {:#x} not 8-aligned", a.address));
+      if (b[5] || b[6]) return r.bad("compare data for an add");
+      if (b[7]) return r.bad(fmt::format("a loop interval {:#x} for a single pass", b[7]));
+      return done(a);
     }
     case IT_COPY_DATA: {
       if (auto e = need(5)) return *e;

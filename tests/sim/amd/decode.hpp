@@ -70,8 +70,18 @@ struct CopyData {
   std::uint64_t source, address;
 };
 
+// gfx9 only (gfx9.4.3's XCCs): the next `dwords` dwords run on the XCCs `xcc_mask` selects.
+struct PredExec {
+  std::uint32_t xcc_mask, dwords;
+};
+// gfx9 only: an atomic operation on memory; the simulated MEC runs single-pass 64-bit adds.
+struct AtomicMem {
+  std::uint32_t op;  // the TC operation (TC_OP_ATOMIC_ADD_RTN_64)
+  std::uint64_t address, source;
+};
+
 using Pm4Packet = std::variant<Nop, SetShReg, DispatchDirect, ReleaseMem, AcquireMem, EventWrite,
-                               WaitMem, IndirectBuffer, WriteData, CopyData>;
+                               WaitMem, IndirectBuffer, WriteData, CopyData, PredExec, AtomicMem>;
 
 // ---- SDMA.
 

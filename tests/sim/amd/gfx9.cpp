@@ -1862,6 +1862,8 @@ Outcome Runner::run() {
     for (std::uint32_t z = 0; z < d_.groups[2]; ++z)
       for (std::uint32_t y = 0; y < d_.groups[1]; ++y)
         for (std::uint32_t x = 0; x < d_.groups[0]; ++x) {
+          const std::uint64_t linear = (std::uint64_t(z) * d_.groups[1] + y) * d_.groups[0] + x;
+          if (d_.chunk && linear / d_.chunk % d_.shares != d_.share) continue;
           group_id_[0] = x, group_id_[1] = y, group_id_[2] = z;
           group(x, y, z);
           if (stop_) fail("stopped");

@@ -69,6 +69,10 @@ struct Dispatch {
   std::uint32_t threads[3] = {1, 1, 1};
   bool wave64 = true;
   std::uint32_t private_bytes = 0;  // per work-item (COMPUTE_TMPRING_SIZE.WAVESIZE / 64)
+  // One XCC's share of a grid that `shares` XCCs run: with a chunk of n groups, the groups
+  // whose linear index (x fastest) lies in chunks share, share + shares, ...; a chunk of 0
+  // runs them all.
+  std::uint32_t chunk = 0, share = 0, shares = 1;
 };
 
 struct Outcome {

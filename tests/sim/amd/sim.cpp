@@ -16,6 +16,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <thread>
+#include <unordered_map>
 #include <variant>
 
 #include <fcntl.h>
@@ -128,6 +129,8 @@ struct Simulator::Impl final : gfx11::Memory {
   std::condition_variable released, parks;
   std::uint32_t engines = 0, parked = 0;
   std::atomic<std::uint64_t> dispatches{0}, instructions{0}, pm4{0}, sdma{0};
+  std::mutex stores_mutex;
+  std::unordered_map<std::uint64_t, std::uint64_t> stores;  // RELEASE_MEM stores by address
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   unsigned long fail_request = 0;
   int fail_error = 0;
@@ -153,9 +156,6 @@ struct Simulator::Impl final : gfx11::Memory {
   void set_event(Event& e);
   void interrupt(std::uint32_t context);
   void fault(Queue& q, std::string why, bool page, std::uint64_t address, bool write);
-  // Another live compute queue over q's ring, on another XCC, if there is one: its XCC's
-  // command processor reads the same packets (as tinygrad's queue per XCC does).
-  std::optional<std::uint32_t> ring_shared_with(const Queue& q);
   // While the engines are held, q's engine sleeps here, counted as parked.
   void park(const Queue& q);
 
@@ -168,6 +168,11 @@ struct Simulator::Impl final : gfx11::Memory {
   int create_event(kfd_ioctl_create_event_args& a);
   int wait_events(kfd_ioctl_wait_events_args& a);
 };
+
+// gfx942's registers for sharing a dispatch among XCCs (dword addresses: gc_9_4_3_offset.h
+// regCOMPUTE_TG_CHUNK_SIZE 0x0e27 and tinygrad's regCOMPUTE_CURRENT_LOGIC_XCC_ID 0x0e25, from
+// the GC base 0x2000), which a PM4 queue's MQD sets to 0 (kfd_mqd_manager_v9.c).
+constexpr std::uint32_t kCurrentLogicXccId = 0x2E25, kTgChunkSize = 0x2E27;
 
 // A queue and its engine's thread.
 struct Queue {
@@ -599,6 +604,8 @@ int Simulator::Impl::create_queue(kfd_ioctl_create_queue_args& a) {
   auto q = std::make_unique<Queue>(*this, id, a.queue_type, doorbell, a.ring_base_address, a.ring_size,
                                    a.read_pointer_address, a.write_pointer_address);
   q->xcc = a.queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE ? target_xcc : 0;
+  if (a.queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE && config.xccs > 1)  // a PM4 queue's MQD: no split
+    for (std::uint32_t r : {kCurrentLogicXccId, kTgChunkSize}) q->sh[r - 0x2C00] = 0, q->sh_written[r - 0x2C00] = true;
   a.queue_id = id;
   a.doorbell_offset = kMmapTypeDoorbell | std::uint64_t(config.gpu_id) << kGpuIdShift | std::uint64_t(doorbell) * 8;
   auto* raw = q.get();
@@ -744,12 +751,10 @@ std::size_t Simulator::live_queues() const {
   std::lock_guard g(impl_->mutex);
   return impl_->queues.size();
 }
-std::optional<std::uint32_t> Simulator::Impl::ring_shared_with(const Queue& q) {
-  std::lock_guard g(mutex);
-  for (const auto& [id, other] : queues)
-    if (id != q.id && other->type == KFD_IOC_QUEUE_TYPE_COMPUTE && other->ring == q.ring && other->xcc != q.xcc)
-      return other->xcc;
-  return std::nullopt;
+std::uint64_t Simulator::stores_to(std::uint64_t address) const {
+  std::lock_guard g(impl_->stores_mutex);
+  auto it = impl_->stores.find(address);
+  return it == impl_->stores.end() ? 0 : it->second;
 }
 
 std::vector<std::uint32_t> Simulator::compute_queue_xccs() const {
@@ -923,14 +928,11 @@ bool Queue::pm4_packet(const Pm4Packet& packet, const std::string& name, int dep
   }
   if (auto* d = std::get_if<DispatchDirect>(&packet)) return dispatch(*d);
   if (auto* r = std::get_if<ReleaseMem>(&packet)) {
-    // Every earlier packet has completed (dispatches run to their end): the end of pipe is now.
-    // Only of this XCC, though: another reading the ring would write the same again, once
-    // its own work is done.
-    if (auto other = sim.ring_shared_with(*this)) {
-      sim.fault(*this, fmt::format("PM4 RELEASE_MEM on a ring the compute queues of XCC {} and XCC {} both read: each "
-                                   "would write it at its own end of pipe, before the other's work is done", xcc, *other),
-                false, 0, false);
-      return false;
+    // Every earlier packet of this queue has completed (dispatches run to their end): its end
+    // of pipe is now. Only this XCC's: the XCCs reading one ring each reach their own.
+    if (r->data_sel) {
+      std::lock_guard g(sim.stores_mutex);
+      ++sim.stores[r->address];
     }
     if (r->data_sel == 1) {
       std::uint32_t v = std::uint32_t(r->data);
@@ -943,6 +945,17 @@ bool Queue::pm4_packet(const Pm4Packet& packet, const std::string& name, int dep
     }
     if (r->int_sel) sim.interrupt(r->context);
     return true;
+  }
+  if (auto* a = std::get_if<AtomicMem>(&packet)) {  // a 64-bit add, atomic against every engine
+    auto* p = sim.at(a->address, 8, true);
+    if (!p) return page_fault(a->address, true, "ATOMIC_MEM"), false;
+    __atomic_fetch_add(reinterpret_cast<std::uint64_t*>(p), a->source, __ATOMIC_ACQ_REL);
+    return true;
+  }
+  if (std::holds_alternative<PredExec>(packet)) {  // in an indirect buffer, its loop reads it
+    sim.fault(*this, "PM4 PRED_EXEC in the ring: the command processor predicates packets in indirect buffers only",
+              false, 0, false);
+    return false;
   }
   if (auto* w = std::get_if<WaitMem>(&packet))
     return wait_until(w->address, w->wide, w->function, w->reference, w->mask, name.c_str());
@@ -977,8 +990,19 @@ bool Queue::pm4_packet(const Pm4Packet& packet, const std::string& name, int dep
       }
       auto& d = std::get<Decoded<Pm4Packet>>(decoded);
       ++sim.pm4;
-      if (!pm4_packet(d.packet, d.name, depth + 1)) return false;
       rest = rest.subspan(d.dwords);
+      if (auto* p = std::get_if<PredExec>(&d.packet)) {
+        // The next p->dwords run where the mask selects this queue's XCC (its place in the
+        // partition) and are skipped elsewhere.
+        if (p->dwords > rest.size()) {
+          sim.fault(*this, fmt::format("PM4 PRED_EXEC over {} dwords in the indirect buffer at {:#x}, which has {} left",
+                                       p->dwords, ib->address, rest.size()), false, 0, false);
+          return false;
+        }
+        if (!(p->xcc_mask >> xcc & 1)) rest = rest.subspan(p->dwords);
+        continue;
+      }
+      if (!pm4_packet(d.packet, d.name, depth + 1)) return false;
     }
     return true;
   }
@@ -1002,14 +1026,6 @@ bool Queue::dispatch(const DispatchDirect& d) {
     if (!need(NUM_THREAD_X + k, "COMPUTE_NUM_THREAD_X/Y/Z") || !need(START_X + k, "COMPUTE_START_X/Y/Z"))
       return false;
   constexpr std::uint32_t TMPRING_SIZE = 0xB860 / 4;
-  // A PM4 queue's MQD has TG chunk size 0 and logical XCC id 0 (kfd_mqd_manager_v9.c): no
-  // dispatch is split among XCCs, so each XCC reading this ring would run the whole grid.
-  if (auto other = sim.ring_shared_with(*this)) {
-    sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT on a ring the compute queues of XCC {} and XCC {} both read: "
-                                 "PM4 queues split no dispatch, so each would run the whole grid", xcc, *other),
-              false, 0, false);
-    return false;
-  }
   const std::uint64_t code = (std::uint64_t(reg(PGM_HI)) << 32 | reg(PGM_LO)) << 8;
   const std::uint32_t rsrc2 = reg(RSRC2);
   std::array<std::uint32_t, 16> user_data{};
@@ -1051,6 +1067,18 @@ bool Queue::dispatch(const DispatchDirect& d) {
     g.groups[0] = d.x, g.groups[1] = d.y, g.groups[2] = d.z;
     g.wave64 = true;
     g.private_bytes = std::uint32_t(((reg(TMPRING_SIZE) >> 12) & 0x1fff) * 1024 / 64);
+    // Several XCCs: the queue's XCC runs its share of the grid, chunks of COMPUTE_TG_CHUNK_SIZE
+    // groups dealt out in turn by COMPUTE_CURRENT_LOGIC_XCC_ID; with a chunk size of 0 (what
+    // KFD's MQD gives a PM4 queue) it runs the whole grid.
+    if (sim.config.xccs > 1) {
+      const std::uint32_t chunk = reg(kTgChunkSize) & 0xffff, logical = reg(kCurrentLogicXccId);
+      if (chunk && logical >= sim.config.xccs) {
+        sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT with COMPUTE_CURRENT_LOGIC_XCC_ID {} on a GPU of {} XCCs",
+                                     logical, sim.config.xccs), false, 0, false);
+        return false;
+      }
+      g.chunk = chunk, g.share = logical, g.shares = sim.config.xccs;
+    }
     ++sim.dispatches;
     auto o = gfx9::run(g, sim.gfx9_memory, stop);
     return finish(o.ok, o.page_fault, o.fault_address, o.write, o.fault, o.instructions);

@@ -12,8 +12,9 @@
 //   each argument as the kernel does and answering -errno otherwise; "device memory" is host
 //   memory (memfd), mapped for the process at the address the driver asks for;
 // - runs each queue on its own thread, as hardware does: a command processor (on a GPU of
-//   several XCCs, that of the XCC the queue's queue_percentage bits 8..15 name) that decodes
-//   PM4 (tests/sim/amd/decode.hpp) and an SDMA engine that decodes SDMA packets, from the
+//   several XCCs, that of the XCC the queue's queue_percentage bits 8..15 name; queues of
+//   several XCCs over one ring each read all of it) that decodes PM4
+//   (tests/sim/amd/decode.hpp) and an SDMA engine that decodes SDMA packets, from the
 //   ring up to the doorbell's write pointer, validating every field and faulting the queue
 //   (a KFD hardware-exception event) on anything malformed; GPU addresses outside mapped
 //   memory fault the queue with a KFD memory event naming the address;
@@ -79,6 +80,8 @@ class Simulator final : public os::Seam {
   std::size_t live_queues() const;
   // The XCCs the live compute queues run on, in the order they were created.
   std::vector<std::uint32_t> compute_queue_xccs() const;
+  // RELEASE_MEM stores (of data or a clock) to `address` so far, by every engine.
+  std::uint64_t stores_to(std::uint64_t address) const;
   std::size_t live_events() const;
   std::size_t live_doorbell_maps() const;  // mappings of the doorbell page not unmapped
   std::size_t open_files() const;
