@@ -11,7 +11,7 @@
 
 namespace rig::nv::driver {
 
-const rig_driver Device::kTable{room, submit, commit, nullptr, nullptr};
+const rig_driver Device::kTable{room, submit, commit, settle, nullptr};
 
 std::string Device::failed(std::string_view step, const std::string& why) const {
   return fmt::format("{}: {}: {}", name_, step, why);
@@ -242,6 +242,16 @@ Result<void> Device::make_channels() {
   }
   control_ = *placed_control;
   std::memset(control_.host, 0, kPage);
+  auto stamps = make_memory(kSysmem, kStampsBytes);
+  if (!stamps) return std::unexpected(failed("making the stamps' slots", stamps.error()));
+  auto placed_stamps = place(*stamps, kStampsBytes, true);
+  if (!placed_stamps) {
+    rm_.free(*stamps);
+    return std::unexpected(failed("mapping the stamps' slots", placed_stamps.error()));
+  }
+  stamps_ = *placed_stamps;
+  std::memset(stamps_.host, 0, kStampsBytes);
+  if (auto r = correlate(); !r) return std::unexpected(failed("reading the GPU's timer", r.error()));
   if (auto r = map_windows(); !r) return r;
   if (auto r = make_events(); !r) return r;
   std::uint8_t enable[3] = {1, 0, 0};  // NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS: bEnable, bSkipSubmit, bSkipEnable
@@ -331,10 +341,11 @@ void Device::stop(std::string_view) {
   // The channel group (its channels with it) before the memory their rings lie in. The
   // regions and the client stay until rig frees them (and the driver is destroyed).
   if (group_) rm_.free(group_), group_ = 0;
-  for (Block* b : {&channel_memory_, &compute_.push, &copy_.push, &control_})
+  for (Block* b : {&channel_memory_, &compute_.push, &copy_.push, &control_, &stamps_})
     if (b->memory) drop(*b), *b = {};
   for (Block& b : window_blocks_) drop(b);
   window_blocks_.clear(), windows_.clear(), flights_.clear();
+  for (Timed& t : timed_) t = {};  // the values' work is gone: no stamps to read
   if (usermode_page_) unmap_cpu(subdevice_, usermode_, usermode_page_, kUsermodeBytes, usermode_fd_, usermode_linear_);
   usermode_page_ = nullptr, usermode_fd_ = -1;
   for (int i = 0; i < 2; ++i) {

@@ -73,11 +73,22 @@ constexpr std::uint64_t kBindWords = 4;      // SET_OBJECT
 constexpr std::uint64_t kAcquireWords = 8;   // a host semaphore acquire
 constexpr std::uint64_t kReleaseWords = 8;   // a host semaphore release
 constexpr std::uint64_t kBoxWords = 24;      // a copy or fill of one row or box
-constexpr std::uint64_t kEndWords = kReleaseWords + 4;
-constexpr std::uint32_t kFillWords = 4096;  // what a Fill may write that gives no ring_units  // the timeline release and NON_STALL_INTERRUPT
+constexpr std::uint64_t kEndWords = kReleaseWords + 4;  // the timeline release and NON_STALL_INTERRUPT
+constexpr std::uint32_t kFillWords = 4096;  // what a Fill may write that gives no ring_units
+// A timed value's extra words on the compute channel: its start and end stamps and the release
+// the copy channel waits on before its first part; on the copy channel, that acquire.
+constexpr std::uint64_t kTimedWords = 3 * kReleaseWords;
 // The control page's words: each channel's sequence word (64-bit), which it releases for the
 // other channel to acquire.
 constexpr std::uint64_t kComputeSequence = 0, kCopySequence = 8;
+
+// The stamps: a slot per value in flight (a value takes a GP entry of the compute ring, so
+// fewer than kGpEntries are in flight), each two 16-byte semaphore records (payload v, then
+// the GPU's timer in ns) written at the value's start and end.
+constexpr std::uint64_t kStampSlots = kGpEntries, kStampSlotBytes = 32;
+constexpr std::uint64_t kStampsBytes = kStampSlots * kStampSlotBytes;
+// How often settle reads the GPU's timer again, so that the clocks' drift stays small.
+constexpr std::uint64_t kCorrelateEveryNs = 1'000'000'000;
 
 // A region: RM memory, its GPU range and its CPU mapping, if any.
 struct Block {
@@ -160,6 +171,7 @@ class Device final : public edge::Driver {
   static int submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
                     std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times, const char** failure);
   static int commit(void*, std::uint64_t, const char**) { return RIG_OK; }
+  static int settle(void* edge, std::uint64_t v, std::uint64_t* times, const char** failure);
   static const rig_driver kTable;
 
  private:
@@ -189,6 +201,12 @@ class Device final : public edge::Driver {
   void put(Channel& c, std::span<const std::uint32_t> w) { c.words.insert(c.words.end(), w.begin(), w.end()); }
   void sync(int from, int to);
   void hand_over(Channel& c);
+  // Timing: the GPU's timer against rig_now_ns (TIMER_GET_TIME between two host readings, the
+  // tightest of a few); a GPU time in ns on the host's clock; value `value`'s stamps written
+  // into `times` (Error if a stamp is not the value's).
+  Result<void> correlate();
+  std::uint64_t gpu_to_host(std::uint64_t gpu_ns) const;
+  Result<void> convert(std::uint64_t value, std::uint64_t* times);
 
   // ---- memory.cpp
   // A block of RM memory `memory` of `bytes` (whole pages): mapped in the GPU's VA space (at
@@ -237,6 +255,17 @@ class Device final : public edge::Driver {
   Channel compute_, copy_;  // channel 0 is COMPUTE's (queue 1), channel 1 COPY's (queue 0)
   Channel* channel_of(std::uint32_t queue) { return queue == 0 ? &copy_ : &compute_; }
   Block control_;           // the sequence words
+  Block stamps_;            // the timed values' stamps (kStampSlots slots)
+  // The value whose pair of times each stamp slot holds, until they are written (settle, or
+  // the submit that takes the slot again).
+  struct Timed {
+    std::uint64_t value = 0;
+    std::uint64_t* times = nullptr;
+  };
+  std::vector<Timed> timed_ = std::vector<Timed>(kStampSlots);
+  std::int64_t gpu_to_host_ns_ = 0;   // host ns − GPU ns at the last correlation
+  std::uint64_t correlated_at_ = 0;   // rig_now_ns then (0: never)
+  std::uint64_t last_end_ = 0;        // the end of the value converted last, on the host's clock
   std::vector<Window> windows_;
   std::vector<Block> window_blocks_;
   std::deque<Flight> flights_;

@@ -13,7 +13,9 @@
 
 #include "push.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <stdexcept>
 
 namespace rig::nv::driver {
@@ -38,7 +40,7 @@ std::uint64_t Device::push_cost(const Channel& c, std::uint64_t bytes) const {
 int Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, std::uint64_t words[2],
                  char* why) const {
   // words[0]: the compute channel's, words[1]: the copy channel's, as bounds.
-  words[0] = kBindWords + kEndWords + kAcquireWords * (waits + 1);
+  words[0] = kBindWords + kEndWords + kTimedWords + kAcquireWords * (waits + 1);
   words[1] = 0;
   int last = -1;
   for (std::uint32_t i = 0; i < count; ++i) {
@@ -52,7 +54,7 @@ int Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits
       return rig_never(why, "part %u: COMPUTE:0 runs Words, Fill and Launch, not kind %u", i, kind);
     if (kind == RIG_KIND_LAUNCH)
       return rig_never(why, "part %u: Launch on COMPUTE:0 of %s is not built yet", i, name_.c_str());
-    if (words[ch] == 0) words[ch] = kBindWords + kAcquireWords * waits;
+    if (words[ch] == 0) words[ch] = kBindWords + kAcquireWords * (waits + (ch == 1 ? 1 : 0));
     if (last >= 0 && last != ch) words[last] += kReleaseWords, words[ch] += kAcquireWords;
     last = ch;
     if (kind == RIG_KIND_WORDS) {
@@ -129,10 +131,18 @@ void Device::hand_over(Channel& c) {
 }
 
 int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits, std::uint32_t wait_count,
-                   std::uint64_t v, std::uint64_t*, const char** failure) {
+                   std::uint64_t v, std::uint64_t* times, const char** failure) {
   Device& d = self(edge);
   const bool was_bound[2] = {d.compute_.bound, d.copy_.bound};
   try {
+    Timed& slot = d.timed_[v % kStampSlots];
+    const std::uint64_t stamps = d.stamps_.address + (v % kStampSlots) * kStampSlotBytes;
+    if (times && slot.times) {
+      // The value that held the slot is done (fewer than kStampSlots values are in flight):
+      // its times are written now, as settle would.
+      if (auto r = d.convert(slot.value, slot.times); !r) throw std::runtime_error(r.error());
+      slot = {};
+    }
     std::uint32_t storage[64];
     bool started[2] = {false, false};
     auto start = [&](int ch) {
@@ -149,6 +159,17 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
       if (p.size()) d.put(c, p.words());
     };
     int last = -1;
+    if (times) {
+      // The start stamp, on the compute channel once the value's waits are met and the values
+      // before it are done (the compute channel ends each); a first part on the copy channel
+      // follows it.
+      start(0);
+      std::memset(d.stamps_.host + (stamps - d.stamps_.address), 0, kStampSlotBytes);
+      Push p(storage);
+      semaphore_release(p, stamps, v, true);
+      d.put(d.compute_, p.words());
+      last = 0;
+    }
     for (std::uint32_t i = 0; i < count; ++i) {
       const rig_part& part = parts[i];
       const int ch = part.queue == 0 ? 1 : 0;
@@ -194,6 +215,7 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
     start(0);
     if (last == 1) d.sync(1, 0);
     Push end(storage);
+    if (times) semaphore_release(end, stamps + 16, v, true);
     semaphore_release(end, d.window_address(d.word_), v);
     non_stall_interrupt(end);
     d.put(d.compute_, end.words());
@@ -205,6 +227,7 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
     f.gp_end[0] = d.compute_.gp_put, f.gp_end[1] = d.copy_.gp_put;
     d.flights_.push_back(f);
     d.submitted_ = v;
+    if (times) slot = {v, times};
   } catch (const std::exception& e) {
     d.compute_.words.clear(), d.copy_.words.clear();  // nothing of the value reached a ring
     d.compute_.bound = was_bound[0], d.copy_.bound = was_bound[1];
@@ -214,6 +237,55 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
     return RIG_FAILED;
   }
   return RIG_COMMITTED;
+}
+
+Result<void> Device::correlate() {
+  // The tightest of a few readings: the GPU's time lies between the host's two.
+  std::uint64_t best = ~0ull;
+  for (int i = 0; i < 3; ++i) {
+    TimerGetTime t{};
+    const std::uint64_t before = rig_now_ns();
+    if (auto r = rm_.control(subdevice_, kCtrlTimerGetTime, &t, sizeof t, "TIMER_GET_TIME"); !r) return r;
+    const std::uint64_t after = rig_now_ns();
+    if (after - before < best) {
+      best = after - before;
+      gpu_to_host_ns_ = std::int64_t(before + (after - before) / 2) - std::int64_t(t.time_nsec);
+      correlated_at_ = after;
+    }
+  }
+  return {};
+}
+
+std::uint64_t Device::gpu_to_host(std::uint64_t gpu_ns) const { return std::uint64_t(std::int64_t(gpu_ns) + gpu_to_host_ns_); }
+
+Result<void> Device::convert(std::uint64_t value, std::uint64_t* times) {
+  const auto* slot = stamps_.host + (value % kStampSlots) * kStampSlotBytes;
+  std::uint64_t record[4];
+  std::memcpy(record, const_cast<const std::byte*>(slot), sizeof record);
+  if (record[0] != value || record[2] != value)
+    return std::unexpected(fmt::format("value {}'s {} stamp holds the payload {}: the GPU never wrote it", value,
+                                       record[0] != value ? "start" : "end", record[0] != value ? record[0] : record[2]));
+  if (rig_now_ns() - correlated_at_ > kCorrelateEveryNs)
+    if (auto r = correlate(); !r) return r;
+  // Device order: a value starts once the one before it ended.
+  times[0] = std::max(gpu_to_host(record[1]), last_end_);
+  times[1] = std::max(gpu_to_host(record[3]), times[0]);
+  last_end_ = times[1];
+  return {};
+}
+
+int Device::settle(void* edge, std::uint64_t v, std::uint64_t* times, const char** failure) {
+  Device& d = self(edge);
+  if (times[0] || times[1]) return RIG_OK;  // written already (a later submit took its slot)
+  Timed& slot = d.timed_[v % kStampSlots];
+  if (slot.value != v || slot.times != times) return RIG_OK;  // the submit that took its slot wrote them
+  auto r = d.convert(v, times);
+  slot = {};
+  if (r) return RIG_OK;
+  thread_local std::string why;
+  why = d.name_ + ": " + r.error();
+  *failure = why.c_str();
+  return RIG_FAILED;
 }
 
 }  // namespace rig::nv::driver

@@ -49,7 +49,8 @@ constexpr std::uint32_t kCtrlBuildVersion = 0x101,   // NV0000_CTRL_CMD_SYSTEM_G
     kCtrlGidInfo = 0x2080014A,                       // NV2080_CTRL_CMD_GPU_GET_GID_INFO
     kCtrlWorkSubmitToken = 0xC36F0108,               // NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN
     kCtrlSchedule = 0xA06C0101,                      // NVA06C_CTRL_CMD_GPFIFO_SCHEDULE
-    kCtrlSetNotification = 0x20800301;               // NV2080_CTRL_CMD_EVENT_SET_NOTIFICATION
+    kCtrlSetNotification = 0x20800301,               // NV2080_CTRL_CMD_EVENT_SET_NOTIFICATION
+    kCtrlTimerGetTime = 0x20800403;                  // NV2080_CTRL_CMD_TIMER_GET_TIME
 
 // ---- Escape structs (nvos.h, nv-ioctl.h).
 struct Nvos21 {  // RM_ALLOC
@@ -203,6 +204,13 @@ constexpr std::uint64_t kNotifierInfo32 = 8, kNotifierStatus = 14;
 static_assert(sizeof(NotificationParams) == 20);
 static_assert(sizeof(BuildVersionParams) == 40 && sizeof(IdInfoV2Params) == 32 && sizeof(ClassListParams) == 16 &&
               sizeof(GidParams) == 268);
+
+// NV2080_CTRL_TIMER_GET_TIME_PARAMS (ctrl2080timer.h): the GPU's timer (PTIMER) in
+// nanoseconds, the clock a semaphore release with RELEASE_TIMESTAMP writes.
+struct TimerGetTime {
+  std::uint64_t time_nsec;
+};
+static_assert(sizeof(TimerGetTime) == 8);
 
 // ---- UVM parameters (uvm_ioctl.h).
 struct UvmInitialize {

@@ -43,6 +43,14 @@
 //   words lie in rig_words or on the page of the device's own word, which the driver maps for
 //   the GPU below 2^40 when it opens; a wait on another word fails the submit.
 // - Code: images are not built yet: image returns Error saying so.
+// - Times: while a profile is taken, a value's work is stamped by the GPU at its start (on
+//   the compute channel, once its waits are met and the values before it are done; a first
+//   part on the copy channel starts after it) and at its end (before the release of v), each a
+//   semaphore release with RELEASE_TIMESTAMP: the GPU's timer in ns. settle converts them to
+//   rig_now_ns with an offset read at open and again each second (TIMER_GET_TIME between two
+//   host readings: exact to half that call's span); a value whose stamp slot a later submit
+//   takes first gets its times from that submit. settle fails (losing the device) for a stamp
+//   the GPU did not write, naming the value.
 // - Sleep polls an OS event the compute engine's non-stall interrupt (which ends every value)
 //   makes readable. Faults: a channel that stops writes its error notifier and raises the
 //   RC-error event; sleep then raises edge::Fault, which loses the device, naming the Xid and

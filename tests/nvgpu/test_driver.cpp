@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <rig/nv.hpp>
+#include <rig/profile.hpp>
 #include <rig/rig.hpp>
 
 #include <sim.hpp>
@@ -90,11 +91,11 @@ TEST_CASE("NV:0 opens on the simulated Hopper as sm_90 with its two queues and t
   CHECK(f.alignment == 4096);
   // The bring-up made its objects without one refusal: client, device, subdevice, usermode,
   // VA space, group, ring memory, two notifiers, share, two channels, two engine objects, two
-  // push buffers, the sequence words, rig_words' window, two OS events.
+  // push buffers, the sequence words, the stamps, rig_words' window, two OS events.
   CHECK(sim.errors().empty());
-  CHECK(sim.live_objects() == 20);
-  CHECK(sim.live_uvm_ranges() == 5);    // the rings, two push buffers, the sequence words, rig_words
-  CHECK(sim.live_cpu_mappings() == 7);  // the usermode page, the rings, the notifiers, the push buffers, the sequence words
+  CHECK(sim.live_objects() == 21);
+  CHECK(sim.live_uvm_ranges() == 6);    // the rings, two push buffers, the sequence words, the stamps, rig_words
+  CHECK(sim.live_cpu_mappings() == 8);  // the usermode page, the rings, the notifiers, the push buffers, the sequence words, the stamps
   d->close();
 }
 
@@ -242,13 +243,20 @@ struct Table {
   }
   // Submits and waits (at most 5 s) for the word to show v.
   bool run(rig_part* parts, std::uint32_t count, std::uint64_t v, const rig_wait* waits = nullptr,
-           std::uint32_t wait_count = 0, bool wait = true) {
+           std::uint32_t wait_count = 0, bool wait = true, std::uint64_t* times = nullptr) {
     std::string why;
     REQUIRE_MESSAGE(room(parts, count, &why, wait_count) == RIG_FITS, why);
     const char* failure = nullptr;
-    REQUIRE_MESSAGE(table->submit(edge, parts, count, waits, wait_count, v, nullptr, &failure) == RIG_COMMITTED,
+    REQUIRE_MESSAGE(table->submit(edge, parts, count, waits, wait_count, v, times, &failure) == RIG_COMMITTED,
                     (failure ? failure : ""));
     return !wait || reached(v);
+  }
+  // settle's answer for value v's times, with its failure in `why`.
+  int settle(std::uint64_t v, std::uint64_t* times, std::string* why = nullptr) {
+    const char* failure = nullptr;
+    const int r = table->settle(edge, v, times, &failure);
+    if (why) *why = failure ? failure : "";
+    return r;
   }
   bool reached(std::uint64_t v, int ms = 5000) {
     const volatile std::uint64_t* w = d.facts().word;
@@ -303,6 +311,98 @@ TEST_CASE("COPY:0 copies boxes and fills rows, and the value's release shows v i
   CHECK(dst.host[20010] == 0);
   CHECK(dst.host[20064 + 9] == 0xAB);
   CHECK(sim.faults().empty());
+}
+
+TEST_CASE("a timed value's start and end are the GPU's stamps on the host clock, in order, within the submit's span") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  auto dst = mapped(*d, 1 << 16);
+  const rig_box box{0, 0, 1 << 16, 1, 1 << 16, 1 << 16};
+  rig_part words{};
+  words.queue = 1, words.kind = RIG_KIND_WORDS, words.work.words = {nullptr, 0};
+  std::uint64_t times[6][2]{};
+  std::uint64_t before[6], after[6];
+  for (std::uint64_t v = 1; v <= 6; ++v) {
+    // Copies alone, words alone, and a copy after words.
+    rig_part parts[2] = {words, copy_part(0, dst.address, &box, 1, int(v))};
+    rig_part* first = v % 3 == 1 ? &parts[1] : parts;
+    const std::uint32_t count = v % 3 == 0 ? 2 : 1;
+    before[v - 1] = rig_now_ns();
+    REQUIRE(t.run(first, count, v, nullptr, 0, true, times[v - 1]));
+    after[v - 1] = rig_now_ns();
+  }
+  std::uint64_t last_end = 0;
+  for (std::uint64_t v = 1; v <= 6; ++v) {
+    std::string why;
+    REQUIRE_MESSAGE(t.settle(v, times[v - 1], &why) == RIG_OK, why);
+    const auto [start, end] = std::pair(times[v - 1][0], times[v - 1][1]);
+    CHECK(start > 0);
+    CHECK(start <= end);
+    CHECK(start >= last_end);  // device order
+    // The correlation is good to the TIMER_GET_TIME call's span (microseconds here).
+    CHECK(start + 1'000'000 >= before[v - 1]);
+    CHECK(end <= after[v - 1] + 1'000'000);
+    last_end = end;
+    std::uint64_t again[2] = {times[v - 1][0], times[v - 1][1]};
+    CHECK(t.settle(v, again) == RIG_OK);  // a later call leaves them
+    CHECK((again[0] == start && again[1] == end));
+  }
+  CHECK(dst.host[0] == 6);
+  CHECK(sim.faults().empty());
+}
+
+TEST_CASE("a timed value whose stamp slot a later value takes before settle gets its times from that submit") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  rig_part words{};
+  words.queue = 1, words.kind = RIG_KIND_WORDS, words.work.words = {nullptr, 0};
+  const std::uint64_t n = 1024 + 8;  // past the stamps' slots
+  std::vector<std::array<std::uint64_t, 2>> times(n + 1, {0, 0});
+  for (std::uint64_t v = 1; v <= n; ++v) {
+    while (t.room(&words, 1) == RIG_LATER) std::this_thread::yield();
+    REQUIRE(t.run(&words, 1, v, nullptr, 0, false, times[v].data()));
+  }
+  REQUIRE(t.reached(n));
+  // Values 1..8 had their slots taken by 1025..1032: their times are written, in order.
+  for (std::uint64_t v = 1; v <= 8; ++v) {
+    CHECK(times[v][0] > 0);
+    CHECK(times[v][0] <= times[v][1]);
+    CHECK(t.settle(v, times[v].data()) == RIG_OK);
+  }
+  for (std::uint64_t v = 9; v <= n; ++v) REQUIRE(t.settle(v, times[v].data()) == RIG_OK);
+  for (std::uint64_t v = 2; v <= n; ++v) REQUIRE(times[v][0] >= times[v - 1][1]);
+}
+
+TEST_CASE("through rig: a profile shows NV:0's values with device times inside the span of the work") {
+  nvsim::Simulator sim;
+  auto d = rig::open(nv::opener(0, sim));
+  REQUIRE_MESSAGE(d, d.error());
+  Buffer a = Buffer::create(*d, 1 << 20, Memory::Mapped), b = Buffer::create(*d, 1 << 20, Memory::Mapped);
+  std::vector<Submission::Part> parts{{"", {}, Submission::Copy{{a, 0}, {b, 0}, {Box::row(1 << 20)}, std::nullopt}}};
+  auto s = Submission::make(*d, parts, 0, 0);
+  Run run;
+  const std::uint64_t before = rig_now_ns();
+  auto records = profile::take([&] {
+    for (int i = 0; i < 4; ++i) submit(s, run, {}, {}).wait();
+  });
+  const std::uint64_t after = rig_now_ns();
+  int values = 0;
+  std::uint64_t last_end = 0;
+  for (const auto& r : records) {
+    if (r.what != profile::Record::What::Value || r.device != "NV:0") continue;
+    ++values;
+    CHECK(r.start_ns > 0);
+    CHECK(r.start_ns <= r.end_ns);
+    CHECK(r.start_ns + 1'000'000 >= before);
+    CHECK(r.end_ns <= after + 1'000'000);
+    CHECK(r.start_ns >= last_end);
+    last_end = r.end_ns;
+  }
+  CHECK(values == 4);
+  CHECK(!d->lost());
+  d->close();
 }
 
 TEST_CASE("parts run in order across the queues: a copy after COMPUTE:0's words sees what they wrote") {
