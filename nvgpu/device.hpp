@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -200,7 +201,12 @@ class Device final : public edge::Driver {
   int plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, std::uint64_t words[2], char* why) const;
   void put(Channel& c, std::span<const std::uint32_t> w) { c.words.insert(c.words.end(), w.begin(), w.end()); }
   void sync(int from, int to);
-  void hand_over(Channel& c);
+  // Puts the value's words on channel c's ring; `tag` is what the entry holds (entry_tags_).
+  void hand_over(Channel& c, std::uint64_t tag);
+  // ", value 12 part 0" for the value channel `ch` (0 compute, 1 copy) stopped in: the first
+  // one the word does not show that has an entry on it (each channel runs its entries in
+  // order, and a value's entries end before its word); its part where the entry holds one.
+  std::string fault_place(int ch) const;
   // Timing: the GPU's timer against rig_now_ns (TIMER_GET_TIME between two host readings, the
   // tightest of a few); a GPU time in ns on the host's clock; value `value`'s stamps written
   // into `times` (Error if a stamp is not the value's).
@@ -269,6 +275,13 @@ class Device final : public edge::Driver {
   std::vector<Window> windows_;
   std::vector<Block> window_blocks_;
   std::deque<Flight> flights_;
+  // What each GP entry of each ring (compute, copy) holds: its value in bits 47:0, in bits
+  // 63:48 the part where it holds one and kSeveralParts where more; written by submit before
+  // the doorbell, read by sleep when a channel faults.
+  static constexpr std::uint64_t kSeveralParts = 0xffff;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> entry_tags_[2]{
+      std::make_unique<std::atomic<std::uint64_t>[]>(kGpEntries),
+      std::make_unique<std::atomic<std::uint64_t>[]>(kGpEntries)};
 
   std::mutex memory_lock_;  // the regions and the heap
   std::map<std::uintptr_t, Block> blocks_;

@@ -112,8 +112,9 @@ void Device::sync(int from, int to) {
   put(t, acq.words());
 }
 
-void Device::hand_over(Channel& c) {
+void Device::hand_over(Channel& c, std::uint64_t tag) {
   if (c.words.empty()) return;
+  entry_tags_[&c == &compute_ ? 0 : 1][c.gp_put % kGpEntries].store(tag, std::memory_order_relaxed);
   const std::uint64_t bytes = c.words.size() * 4;
   const std::uint64_t cost = push_cost(c, bytes);
   c.push_head += cost - bytes;  // skipped to the start where it would straddle the end
@@ -159,6 +160,8 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
       if (p.size()) d.put(c, p.words());
     };
     int last = -1;
+    // Each channel's parts of the value: how many, and the last.
+    std::uint32_t parts_on[2] = {0, 0}, part_on[2] = {0, 0};
     if (times) {
       // The start stamp, on the compute channel once the value's waits are met and the values
       // before it are done (the compute channel ends each); a first part on the copy channel
@@ -177,6 +180,7 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
       start(ch);
       if (last >= 0 && last != ch) d.sync(last, ch);
       last = ch;
+      ++parts_on[ch], part_on[ch] = i;
       if (part.kind == RIG_KIND_WORDS) {
         d.put(c, {part.work.words.words, part.work.words.count});
         continue;
@@ -221,8 +225,11 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
     d.put(d.compute_, end.words());
     Flight f{v, {}, {}};
     // The copy channel's entry first, so that the compute channel's acquire finds it running.
-    d.hand_over(d.copy_);
-    d.hand_over(d.compute_);
+    auto tag = [&](int ch) {
+      return v | (parts_on[ch] == 1 ? std::uint64_t(part_on[ch]) : kSeveralParts) << 48;
+    };
+    d.hand_over(d.copy_, tag(1));
+    d.hand_over(d.compute_, tag(0));
     f.push_end[0] = d.compute_.push_head, f.push_end[1] = d.copy_.push_head;
     f.gp_end[0] = d.compute_.gp_put, f.gp_end[1] = d.copy_.gp_put;
     d.flights_.push_back(f);

@@ -53,9 +53,12 @@
 //   the GPU did not write, naming the value.
 // - Sleep polls an OS event the compute engine's non-stall interrupt (which ends every value)
 //   makes readable. Faults: a channel that stops writes its error notifier and raises the
-//   RC-error event; sleep then raises edge::Fault, which loses the device, naming the Xid and
-//   the queue ("an MMU fault (Xid 31) in COMPUTE:0"). Other devices go on. hang_ms from
-//   Options (default 10 s).
+//   RC-error event; sleep then raises edge::Fault, which loses the device, naming the Xid, the
+//   queue, the value it stopped in and, where the channel's entry of that value holds one
+//   part, the part ("an MMU fault (Xid 31) in COPY:0, value 12 part 1"). Other devices go on.
+// - Hangs: hang_ms from Options (default 10 s); a value that never completes (an acquire of a
+//   word nothing raises) loses the device once its word has not moved for hang_ms, with rig's
+//   reason "no progress for n ms" (the contract fixes it; the driver's stop gets it).
 // - Stopping tears the channels down and makes the word show the last submitted value; the
 //   regions stay until rig frees them, and with the last of them (or the driver's destruction)
 //   every RM object and UVM range the device made is freed and its files are closed.

@@ -556,13 +556,69 @@ TEST_CASE("a channel that faults loses the device, naming the Xid and the queue;
       fault = f.what();
     }
   }
-  CHECK(fault == "a graphics engine class error (Xid 69) in COMPUTE:0");
+  CHECK(fault == "a graphics engine class error (Xid 69) in COMPUTE:0, value 1 part 0");
   CHECK_THROWS_WITH_AS(d->sleep(1, std::chrono::milliseconds(1)), fault.c_str(), edge::Fault);  // it stays
   auto a = mapped(*other, 4096);
   const rig_box box{0, 0, 16, 1, 16, 16};
   auto fill = copy_part(0, a.address, &box, 1, 0x77);
   CHECK(u.run(&fill, 1, 1));
   CHECK(a.host[15] == 0x77);
+}
+
+TEST_CASE("a copy engine's MMU fault names COPY:0, the value and the part it stopped in") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  auto a = mapped(*d, 4096);
+  const rig_box box{0, 0, 64, 1, 64, 64};
+  auto good = copy_part(0, a.address, &box, 1, 0x11);
+  REQUIRE(t.run(&good, 1, 1));
+  REQUIRE(t.run(&good, 1, 2));
+  rig_part words{};
+  words.queue = 1, words.kind = RIG_KIND_WORDS, words.work.words = {nullptr, 0};
+  // Part 1 writes where nothing is mapped (inside the driver's heap, past its regions).
+  rig_part parts[2] = {words, copy_part(0, 0x70'0000'0000ull, &box, 1, 0x22)};
+  t.run(parts, 2, 3, nullptr, 0, false);
+  std::string fault;
+  for (int i = 0; i < 500 && fault.empty(); ++i) {
+    try {
+      d->sleep(3, std::chrono::milliseconds(10));
+    } catch (const edge::Fault& f) {
+      fault = f.what();
+    }
+  }
+  CHECK(fault == "an MMU fault (Xid 31) in COPY:0, value 3 part 1");
+}
+
+TEST_CASE("a value that never completes loses its device after hang_ms with rig's reason; another device goes on") {
+  nvsim::Simulator sim, other_sim;
+  auto d = rig::open(nv::opener(0, sim, {100}));
+  auto second = nv::opener(0, other_sim);
+  second.name = "NV-OTHER:0";  // the second simulator's GPU, as a device of its own
+  auto other = rig::open(second);
+  REQUIRE_MESSAGE(d, d.error());
+  REQUIRE_MESSAGE(other, other.error());
+  // COMPUTE:0 acquires a word of the device's memory that nothing raises.
+  Buffer flag = Buffer::create(*d, 4096, Memory::Mapped);
+  flag.write<std::uint64_t>([](std::span<std::uint64_t> x) { x[0] = 0; });
+  std::uint32_t storage[16];
+  nv::Push push(storage);
+  nv::semaphore_acquire(push, flag.address(), 1);
+  Buffer words = Buffer::create(*d, push.words().size() * 4, Memory::Mapped);
+  words.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy(push.words().begin(), push.words().end(), x.begin()); });
+  std::vector<Submission::Part> parts{{"COMPUTE:0", {}, Submission::Words{words}}};
+  Run run;
+  Point stuck = submit(Submission::make(*d, parts, 0, 0), run, {}, {});
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(stuck.wait(), doctest::Contains("NV:0 lost: no progress for 100 ms"), Lost);
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(100));
+  CHECK(d->lost() == std::optional<std::string>("no progress for 100 ms"));
+  Buffer a = Buffer::create(*other, 4096, Memory::Mapped), b = Buffer::create(*other, 4096, Memory::Mapped);
+  a.fill(std::byte{9});
+  Buffer::copy(a, b);
+  CHECK(b.read<std::uint8_t>([](std::span<const std::uint8_t> x) { return x[4095]; }) == 9);
+  CHECK(!other->lost());
+  other->close();
 }
 
 TEST_CASE("sleep returns once the non-stall interrupt of the value's release fires, well before its limit") {
