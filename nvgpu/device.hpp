@@ -65,6 +65,12 @@ constexpr std::uint64_t kChannelMemoryBytes = kUserdAt + 2 * kUserdBytes;
 // but a non-PIE program's image; map_host refuses host memory inside it.
 constexpr std::uint64_t kHeapBase = 1ull << 32, kHeapEnd = 1ull << 40;
 
+// The part of the GPU's VA space each channel is registered with UVM for (UVM_REGISTER_CHANNEL,
+// facts step 19: UVM then knows the channel, so that it can take the channel's faults on the
+// external ranges); taken from the driver's heap. How much RM places there on a real GPU is an
+// open question: 64 MiB is a guess that leaves room.
+constexpr std::uint64_t kChannelRangeBytes = 64ull << 20;
+
 // The push buffers: a ring of system memory per channel, written by the CPU.
 constexpr std::uint64_t kPushBytes = 1 << 20;
 // The subchannels the engines are bound to (facts: bring-up step 21).
@@ -119,6 +125,7 @@ struct Channel {
   std::uint64_t gp_tail = 0;         // GP entries done
   std::uint64_t sequence = 0;        // the last value of its sequence word released
   bool bound = false;                // its engine class is bound (SET_OBJECT)
+  std::uint64_t uvm_range = 0;       // the VA range UVM knows it by (UVM_REGISTER_CHANNEL), or 0
   std::uint32_t engine_class = 0, subchannel = 0;
   std::vector<std::uint32_t> words;  // the value being encoded
 };

@@ -35,7 +35,8 @@ constexpr unsigned long escape(unsigned nr, std::size_t size) {
   return (3ul << 30) | (static_cast<unsigned long>(size) << 16) | (unsigned('F') << 8) | nr;
 }
 // UVM's ioctl numbers are plain integers (uvm_ioctl.h); INITIALIZE is UVM_INITIALIZE 0x30000001.
-constexpr unsigned long kUvmInitialize = 0x30000001, kUvmRegisterGpuVaSpace = 25, kUvmMapExternal = 33,
+constexpr unsigned long kUvmInitialize = 0x30000001, kUvmRegisterGpuVaSpace = 25, kUvmRegisterChannel = 27,
+                        kUvmUnregisterChannel = 28, kUvmMapExternal = 33,
                         kUvmFree = 34, kUvmRegisterGpu = 37, kUvmCreateRange = 73, kUvmMmInitialize = 75;
 
 // ---- Classes (OGKM src/common/sdk/nvidia/inc/class/*.h).
@@ -232,6 +233,17 @@ struct UvmRegisterVaSpace {
   std::int32_t rmCtrlFd;
   std::uint32_t hClient, hVaSpace, rmStatus;
 };
+struct UvmRegisterChannel {
+  std::uint8_t uuid[16];
+  std::int32_t rmCtrlFd;
+  std::uint32_t hClient, hChannel, pad0;
+  std::uint64_t base, length;
+  std::uint32_t rmStatus, pad1;
+};
+struct UvmUnregisterChannel {
+  std::uint8_t uuid[16];
+  std::uint32_t hClient, hChannel, rmStatus;
+};
 struct UvmRange {  // CREATE_EXTERNAL_RANGE and FREE
   std::uint64_t base, length;
   std::uint32_t rmStatus, pad;
@@ -246,6 +258,8 @@ struct UvmMapExternal {  // MAP_EXTERNAL_ALLOCATION
   std::int32_t rmCtrlFd;
   std::uint32_t hClient, hMemory, rmStatus;
 };
+static_assert(sizeof(UvmRegisterChannel) == 56 && offsetof(UvmRegisterChannel, base) == 32 &&
+              sizeof(UvmUnregisterChannel) == 28);
 static_assert(sizeof(UvmRegisterGpu) == 40 && sizeof(UvmRegisterVaSpace) == 32 && sizeof(UvmRange) == 24 &&
               sizeof(UvmMapExternal) == 9264);
 

@@ -10,7 +10,8 @@
 // control), and makes a client, the device and its subdevice, the usermode page (the
 // doorbell), a VA space registered with UVM, a channel group with a compute channel and a
 // copy channel (their GPFIFO rings and USERD in video memory, their error notifier), reads
-// their work-submit tokens and schedules the group. The GPU's work addresses memory only
+// their work-submit tokens, registers both channels with UVM (UVM_REGISTER_CHANNEL, each with
+// a 64 MiB range of the VA space) and schedules the group. The GPU's work addresses memory only
 // through UVM external ranges, which gVisor's nvproxy allows.
 // make returns Error, naming the device, the reason and what to do, when /dev/nvidiactl or
 // /dev/nvidia-uvm is missing, the GPU is not listed, the kernel driver's version is not one
@@ -59,7 +60,7 @@
 // - Hangs: hang_ms from Options (default 10 s); a value that never completes (an acquire of a
 //   word nothing raises) loses the device once its word has not moved for hang_ms, with rig's
 //   reason "no progress for n ms" (the contract fixes it; the driver's stop gets it).
-// - Stopping tears the channels down and makes the word show the last submitted value; the
+// - Stopping unregisters the channels from UVM (UVM_UNREGISTER_CHANNEL), tears them down and makes the word show the last submitted value; the
 //   regions stay until rig frees them, and with the last of them (or the driver's destruction)
 //   every RM object and UVM range the device made is freed and its files are closed.
 #pragma once

@@ -94,7 +94,9 @@ TEST_CASE("NV:0 opens on the simulated Hopper as sm_90 with its two queues and t
   // push buffers, the sequence words, the stamps, rig_words' window, two OS events.
   CHECK(sim.errors().empty());
   CHECK(sim.live_objects() == 21);
-  CHECK(sim.live_uvm_ranges() == 6);    // the rings, two push buffers, the sequence words, the stamps, rig_words
+  // The rings, two push buffers, the sequence words, the stamps, rig_words, and the two
+  // channels UVM_REGISTER_CHANNEL gave it.
+  CHECK(sim.live_uvm_ranges() == 8);
   CHECK(sim.live_cpu_mappings() == 8);  // the usermode page, the rings, the notifiers, the push buffers, the sequence words, the stamps
   d->close();
 }
@@ -653,14 +655,22 @@ TEST_CASE("image says loading kernels is not built yet") {
   CHECK(has(image.error(), "NV:0: loading kernels is not built yet"));
 }
 
-TEST_CASE("closing frees every RM object, UVM range, CPU mapping and file, over many rounds") {
+TEST_CASE("closing frees every RM object, UVM range and channel registration, CPU mapping and file, over 100 rounds") {
   nvsim::Simulator sim;
-  for (int round = 0; round < 20; ++round) {
+  for (int round = 0; round < 100; ++round) {
     auto d = make(sim);
     auto a = d->alloc(Memory::Mapped, 8192);
     auto b = d->alloc(Memory::Pinned, 4096);
     auto c = d->alloc(Memory::Device, 1 << 16);
     REQUIRE((a && b && c));
+    // Used: a fill of the Mapped region on COPY:0, then a copy from it into the Device region.
+    Table t(*d);
+    const auto at = d->locate(*a), to = d->locate(*c);
+    const rig_box box{0, 0, 8192, 1, 8192, 8192};
+    rig_part parts[2] = {copy_part(0, *at.address, &box, 1, round), copy_part(*at.address, *to.address, &box, 1)};
+    parts[1].after_count = 0;
+    REQUIRE(t.run(parts, 2, 1));
+    REQUIRE(reinterpret_cast<const std::uint8_t*>(*at.host)[8191] == std::uint8_t(round));
     if (round % 2) d->free(*b);  // some freed before, the rest at close
     if (round % 3 == 0) d->stop("lost");
     d.reset();
