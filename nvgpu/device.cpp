@@ -11,7 +11,7 @@
 
 namespace rig::nv::driver {
 
-const rig_driver Device::kTable{room, submit, commit, nullptr, nullptr};
+const rig_driver Device::kTable{room, submit, commit, settle, nullptr};
 
 std::string Device::failed(std::string_view step, const std::string& why) const {
   return fmt::format("{}: {}: {}", name_, step, why);
@@ -232,6 +232,18 @@ Result<void> Device::make_channels() {
                              "GPFIFO_GET_WORK_SUBMIT_TOKEN");
         !r)
       return std::unexpected(failed(i == 0 ? "the compute channel" : "the copy channel", r.error()));
+    const std::uint64_t range = take_heap(kChannelRangeBytes);
+    if (!range) return std::unexpected(failed("registering a channel with UVM", "the driver's part of the VA space is full"));
+    UvmRegisterChannel rc{};
+    std::memcpy(rc.uuid, uuid_, sizeof uuid_);
+    rc.rmCtrlFd = rm_.ctl, rc.hClient = rm_.root, rc.hChannel = ch.handle, rc.base = range;
+    rc.length = kChannelRangeBytes, rc.rmStatus = ~0u;
+    if (auto r = rm_.uvm_call(kUvmRegisterChannel, &rc, &rc.rmStatus, "UVM_REGISTER_CHANNEL"); !r) {
+      give_heap(range, kChannelRangeBytes);
+      return std::unexpected(failed(i == 0 ? "registering the compute channel with UVM"
+                                           : "registering the copy channel with UVM", r.error()));
+    }
+    ch.uvm_range = range;
   }
   auto control = make_memory(kSysmem, kPage);
   if (!control) return std::unexpected(failed("making the sequence words", control.error()));
@@ -242,6 +254,16 @@ Result<void> Device::make_channels() {
   }
   control_ = *placed_control;
   std::memset(control_.host, 0, kPage);
+  auto stamps = make_memory(kSysmem, kStampsBytes);
+  if (!stamps) return std::unexpected(failed("making the stamps' slots", stamps.error()));
+  auto placed_stamps = place(*stamps, kStampsBytes, true);
+  if (!placed_stamps) {
+    rm_.free(*stamps);
+    return std::unexpected(failed("mapping the stamps' slots", placed_stamps.error()));
+  }
+  stamps_ = *placed_stamps;
+  std::memset(stamps_.host, 0, kStampsBytes);
+  if (auto r = correlate(); !r) return std::unexpected(failed("reading the GPU's timer", r.error()));
   if (auto r = map_windows(); !r) return r;
   if (auto r = make_events(); !r) return r;
   std::uint8_t enable[3] = {1, 0, 0};  // NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS: bEnable, bSkipSubmit, bSkipEnable
@@ -331,11 +353,21 @@ void Device::stop(std::string_view) {
   stopped_ = true, open_ = false;
   // The channel group (its channels with it) before the memory their rings lie in. The
   // regions and the client stay until rig frees them (and the driver is destroyed).
+  // UVM lets go of the channels before RM frees them.
+  for (Channel* c : {&compute_, &copy_})
+    if (c->uvm_range) {
+      UvmUnregisterChannel u{};
+      std::memcpy(u.uuid, uuid_, sizeof uuid_);
+      u.hClient = rm_.root, u.hChannel = c->handle, u.rmStatus = ~0u;
+      rm_.uvm_call(kUvmUnregisterChannel, &u, &u.rmStatus, "UVM_UNREGISTER_CHANNEL");
+      give_heap(c->uvm_range, kChannelRangeBytes), c->uvm_range = 0;
+    }
   if (group_) rm_.free(group_), group_ = 0;
-  for (Block* b : {&channel_memory_, &compute_.push, &copy_.push, &control_})
+  for (Block* b : {&channel_memory_, &compute_.push, &copy_.push, &control_, &stamps_})
     if (b->memory) drop(*b), *b = {};
   for (Block& b : window_blocks_) drop(b);
   window_blocks_.clear(), windows_.clear(), flights_.clear();
+  for (Timed& t : timed_) t = {};  // the values' work is gone: no stamps to read
   if (usermode_page_) unmap_cpu(subdevice_, usermode_, usermode_page_, kUsermodeBytes, usermode_fd_, usermode_linear_);
   usermode_page_ = nullptr, usermode_fd_ = -1;
   for (int i = 0; i < 2; ++i) {

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <array>
@@ -65,6 +66,12 @@ constexpr std::uint64_t kChannelMemoryBytes = kUserdAt + 2 * kUserdBytes;
 // but a non-PIE program's image; map_host refuses host memory inside it.
 constexpr std::uint64_t kHeapBase = 1ull << 32, kHeapEnd = 1ull << 40;
 
+// The part of the GPU's VA space each channel is registered with UVM for (UVM_REGISTER_CHANNEL,
+// facts step 19: UVM then knows the channel, so that it can take the channel's faults on the
+// external ranges); taken from the driver's heap. How much RM places there on a real GPU is an
+// open question: 64 MiB is a guess that leaves room.
+constexpr std::uint64_t kChannelRangeBytes = 64ull << 20;
+
 // The push buffers: a ring of system memory per channel, written by the CPU.
 constexpr std::uint64_t kPushBytes = 1 << 20;
 // The subchannels the engines are bound to (facts: bring-up step 21).
@@ -74,11 +81,22 @@ constexpr std::uint64_t kBindWords = 4;      // SET_OBJECT
 constexpr std::uint64_t kAcquireWords = 8;   // a host semaphore acquire
 constexpr std::uint64_t kReleaseWords = 8;   // a host semaphore release
 constexpr std::uint64_t kBoxWords = 24;      // a copy or fill of one row or box
-constexpr std::uint64_t kEndWords = kReleaseWords + 4;
-constexpr std::uint32_t kFillWords = 4096;  // what a Fill may write that gives no ring_units  // the timeline release and NON_STALL_INTERRUPT
+constexpr std::uint64_t kEndWords = kReleaseWords + 4;  // the timeline release and NON_STALL_INTERRUPT
+constexpr std::uint32_t kFillWords = 4096;  // what a Fill may write that gives no ring_units
+// A timed value's extra words on the compute channel: its start and end stamps and the release
+// the copy channel waits on before its first part; on the copy channel, that acquire.
+constexpr std::uint64_t kTimedWords = 3 * kReleaseWords;
 // The control page's words: each channel's sequence word (64-bit), which it releases for the
 // other channel to acquire.
 constexpr std::uint64_t kComputeSequence = 0, kCopySequence = 8;
+
+// The stamps: a slot per value in flight (a value takes a GP entry of the compute ring, so
+// fewer than kGpEntries are in flight), each two 16-byte semaphore records (payload v, then
+// the GPU's timer in ns) written at the value's start and end.
+constexpr std::uint64_t kStampSlots = kGpEntries, kStampSlotBytes = 32;
+constexpr std::uint64_t kStampsBytes = kStampSlots * kStampSlotBytes;
+// How often settle reads the GPU's timer again, so that the clocks' drift stays small.
+constexpr std::uint64_t kCorrelateEveryNs = 1'000'000'000;
 
 // A region: RM memory, its GPU range and its CPU mapping, if any.
 struct Block {
@@ -108,6 +126,7 @@ struct Channel {
   std::uint64_t gp_tail = 0;         // GP entries done
   std::uint64_t sequence = 0;        // the last value of its sequence word released
   bool bound = false;                // its engine class is bound (SET_OBJECT)
+  std::uint64_t uvm_range = 0;       // the VA range UVM knows it by (UVM_REGISTER_CHANNEL), or 0
   std::uint32_t engine_class = 0, subchannel = 0;
   std::vector<std::uint32_t> words;  // the value being encoded
 };
@@ -178,6 +197,7 @@ class Device final : public edge::Driver {
   static int submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
                     std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times, const char** failure);
   static int commit(void*, std::uint64_t, const char**) { return RIG_OK; }
+  static int settle(void* edge, std::uint64_t v, std::uint64_t* times, const char** failure);
   static const rig_driver kTable;
 
  private:
@@ -208,7 +228,18 @@ class Device final : public edge::Driver {
            std::uint64_t& launch_bytes, char* why) const;
   void put(Channel& c, std::span<const std::uint32_t> w) { c.words.insert(c.words.end(), w.begin(), w.end()); }
   void sync(int from, int to);
-  void hand_over(Channel& c);
+  // Puts the value's words on channel c's ring; `tag` is what the entry holds (entry_tags_).
+  void hand_over(Channel& c, std::uint64_t tag);
+  // ", value 12 part 0" for the value channel `ch` (0 compute, 1 copy) stopped in: the first
+  // one the word does not show that has an entry on it (each channel runs its entries in
+  // order, and a value's entries end before its word); its part where the entry holds one.
+  std::string fault_place(int ch) const;
+  // Timing: the GPU's timer against rig_now_ns (TIMER_GET_TIME between two host readings, the
+  // tightest of a few); a GPU time in ns on the host's clock; value `value`'s stamps written
+  // into `times` (Error if a stamp is not the value's).
+  Result<void> correlate();
+  std::uint64_t gpu_to_host(std::uint64_t gpu_ns) const;
+  Result<void> convert(std::uint64_t value, std::uint64_t* times);
   // Writes the GP entry of `words` words at `address` and rings the channel's doorbell.
   void ring(Channel& c, std::uint64_t address, std::uint32_t words);
 
@@ -288,9 +319,27 @@ class Device final : public edge::Driver {
   Channel compute_, copy_;  // channel 0 is COMPUTE's (queue 1), channel 1 COPY's (queue 0)
   Channel* channel_of(std::uint32_t queue) { return queue == 0 ? &copy_ : &compute_; }
   Block control_;           // the sequence words
+  Block stamps_;            // the timed values' stamps (kStampSlots slots)
+  // The value whose pair of times each stamp slot holds, until they are written (settle, or
+  // the submit that takes the slot again).
+  struct Timed {
+    std::uint64_t value = 0;
+    std::uint64_t* times = nullptr;
+  };
+  std::vector<Timed> timed_ = std::vector<Timed>(kStampSlots);
+  std::int64_t gpu_to_host_ns_ = 0;   // host ns − GPU ns at the last correlation
+  std::uint64_t correlated_at_ = 0;   // rig_now_ns then (0: never)
+  std::uint64_t last_end_ = 0;        // the end of the value converted last, on the host's clock
   std::vector<Window> windows_;
   std::vector<Block> window_blocks_;
   Flights flights_;
+  // What each GP entry of each ring (compute, copy) holds: its value in bits 47:0, in bits
+  // 63:48 the part where it holds one and kSeveralParts where more; written by submit before
+  // the doorbell, read by sleep when a channel faults.
+  static constexpr std::uint64_t kSeveralParts = 0xffff;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> entry_tags_[2]{
+      std::make_unique<std::atomic<std::uint64_t>[]>(kGpEntries),
+      std::make_unique<std::atomic<std::uint64_t>[]>(kGpEntries)};
 
   // Images (code.cpp) and the launch ring (launch.cpp), which the timeline word reclaims as it
   // does the push buffers.

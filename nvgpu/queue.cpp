@@ -14,7 +14,9 @@
 
 #include "push.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <stdexcept>
 
 namespace rig::nv::driver {
@@ -40,7 +42,7 @@ std::uint64_t Device::push_cost(const Channel& c, std::uint64_t bytes) const {
 int Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, std::uint64_t words[2],
                  std::uint64_t& launch_bytes, char* why) const {
   // words[0]: the compute channel's, words[1]: the copy channel's, as bounds.
-  words[0] = kBindWords + kEndWords + kAcquireWords * (waits + 1);
+  words[0] = kBindWords + kEndWords + kTimedWords + kAcquireWords * (waits + 1);
   words[1] = 0;
   launch_bytes = 0;
   std::uint64_t launch_at = launch_head_;
@@ -57,7 +59,7 @@ int Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits
       return rig_never(why, "part %u: COMPUTE:0 runs Words, Fill and Launch, not kind %u", i, kind);
     if (kind == RIG_KIND_LAUNCH)
       if (int r = check_launch(p, i, why); r != RIG_FITS) return r;
-    if (words[ch] == 0) words[ch] = kBindWords + kAcquireWords * waits;
+    if (words[ch] == 0) words[ch] = kBindWords + kAcquireWords * (waits + (ch == 1 ? 1 : 0));
     if (last >= 0 && last != ch) words[last] += kReleaseWords, words[ch] += kAcquireWords;
     last = ch;
     if (kind == RIG_KIND_WORDS) {
@@ -125,8 +127,9 @@ void Device::sync(int from, int to) {
   put(t, acq.words());
 }
 
-void Device::hand_over(Channel& c) {
+void Device::hand_over(Channel& c, std::uint64_t tag) {
   if (c.words.empty()) return;
+  entry_tags_[&c == &compute_ ? 0 : 1][c.gp_put % kGpEntries].store(tag, std::memory_order_relaxed);
   const std::uint64_t bytes = c.words.size() * 4;
   const std::uint64_t cost = push_cost(c, bytes);
   c.push_head += cost - bytes;  // skipped to the start where it would straddle the end
@@ -157,6 +160,14 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
         d.submit_lone(*k, parts[0].work.launch, v);
         return RIG_COMMITTED;
       }
+    Timed& slot = d.timed_[v % kStampSlots];
+    const std::uint64_t stamps = d.stamps_.address + (v % kStampSlots) * kStampSlotBytes;
+    if (times && slot.times) {
+      // The value that held the slot is done (fewer than kStampSlots values are in flight):
+      // its times are written now, as settle would.
+      if (auto r = d.convert(slot.value, slot.times); !r) throw std::runtime_error(r.error());
+      slot = {};
+    }
     std::uint32_t storage[64];
     bool started[2] = {false, false};
     auto start = [&](int ch) {
@@ -173,6 +184,19 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
       if (p.size()) d.put(c, p.words());
     };
     int last = -1;
+    // Each channel's parts of the value: how many, and the last.
+    std::uint32_t parts_on[2] = {0, 0}, part_on[2] = {0, 0};
+    if (times) {
+      // The start stamp, on the compute channel once the value's waits are met and the values
+      // before it are done (the compute channel ends each); a first part on the copy channel
+      // follows it.
+      start(0);
+      std::memset(d.stamps_.host + (stamps - d.stamps_.address), 0, kStampSlotBytes);
+      Push p(storage);
+      semaphore_release(p, stamps, v, true);
+      d.put(d.compute_, p.words());
+      last = 0;
+    }
     for (std::uint32_t i = 0; i < count; ++i) {
       const rig_part& part = parts[i];
       const int ch = part.queue == 0 ? 1 : 0;
@@ -180,6 +204,7 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
       start(ch);
       if (last >= 0 && last != ch) d.sync(last, ch);
       last = ch;
+      ++parts_on[ch], part_on[ch] = i;
       if (part.kind == RIG_KIND_WORDS) {
         d.put(c, {part.work.words.words, part.work.words.count});
         continue;
@@ -222,18 +247,23 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
     start(0);
     if (last == 1) d.sync(1, 0);
     Push end(storage);
+    if (times) semaphore_release(end, stamps + 16, v, true);
     semaphore_release(end, d.window_address(d.word_), v);
     non_stall_interrupt(end);
     d.put(d.compute_, end.words());
     Flight f{v, {}, {}};
     // The copy channel's entry first, so that the compute channel's acquire finds it running.
-    d.hand_over(d.copy_);
-    d.hand_over(d.compute_);
+    auto tag = [&](int ch) {
+      return v | (parts_on[ch] == 1 ? std::uint64_t(part_on[ch]) : kSeveralParts) << 48;
+    };
+    d.hand_over(d.copy_, tag(1));
+    d.hand_over(d.compute_, tag(0));
     f.push_end[0] = d.compute_.push_head, f.push_end[1] = d.copy_.push_head;
     f.gp_end[0] = d.compute_.gp_put, f.gp_end[1] = d.copy_.gp_put;
     f.launch_end = d.launch_head_;
     d.flights_.push_back(f);
     d.submitted_ = v;
+    if (times) slot = {v, times};
   } catch (const std::exception& e) {
     d.compute_.words.clear(), d.copy_.words.clear();  // nothing of the value reached a ring
     d.compute_.bound = was_bound[0], d.copy_.bound = was_bound[1], d.windows_set_ = had_windows;
@@ -243,6 +273,55 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
     return RIG_FAILED;
   }
   return RIG_COMMITTED;
+}
+
+Result<void> Device::correlate() {
+  // The tightest of a few readings: the GPU's time lies between the host's two.
+  std::uint64_t best = ~0ull;
+  for (int i = 0; i < 3; ++i) {
+    TimerGetTime t{};
+    const std::uint64_t before = rig_now_ns();
+    if (auto r = rm_.control(subdevice_, kCtrlTimerGetTime, &t, sizeof t, "TIMER_GET_TIME"); !r) return r;
+    const std::uint64_t after = rig_now_ns();
+    if (after - before < best) {
+      best = after - before;
+      gpu_to_host_ns_ = std::int64_t(before + (after - before) / 2) - std::int64_t(t.time_nsec);
+      correlated_at_ = after;
+    }
+  }
+  return {};
+}
+
+std::uint64_t Device::gpu_to_host(std::uint64_t gpu_ns) const { return std::uint64_t(std::int64_t(gpu_ns) + gpu_to_host_ns_); }
+
+Result<void> Device::convert(std::uint64_t value, std::uint64_t* times) {
+  const auto* slot = stamps_.host + (value % kStampSlots) * kStampSlotBytes;
+  std::uint64_t record[4];
+  std::memcpy(record, const_cast<const std::byte*>(slot), sizeof record);
+  if (record[0] != value || record[2] != value)
+    return std::unexpected(fmt::format("value {}'s {} stamp holds the payload {}: the GPU never wrote it", value,
+                                       record[0] != value ? "start" : "end", record[0] != value ? record[0] : record[2]));
+  if (rig_now_ns() - correlated_at_ > kCorrelateEveryNs)
+    if (auto r = correlate(); !r) return r;
+  // Device order: a value starts once the one before it ended.
+  times[0] = std::max(gpu_to_host(record[1]), last_end_);
+  times[1] = std::max(gpu_to_host(record[3]), times[0]);
+  last_end_ = times[1];
+  return {};
+}
+
+int Device::settle(void* edge, std::uint64_t v, std::uint64_t* times, const char** failure) {
+  Device& d = self(edge);
+  if (times[0] || times[1]) return RIG_OK;  // written already (a later submit took its slot)
+  Timed& slot = d.timed_[v % kStampSlots];
+  if (slot.value != v || slot.times != times) return RIG_OK;  // the submit that took its slot wrote them
+  auto r = d.convert(v, times);
+  slot = {};
+  if (r) return RIG_OK;
+  thread_local std::string why;
+  why = d.name_ + ": " + r.error();
+  *failure = why.c_str();
+  return RIG_FAILED;
 }
 
 }  // namespace rig::nv::driver

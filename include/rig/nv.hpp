@@ -10,7 +10,8 @@
 // control), and makes a client, the device and its subdevice, the usermode page (the
 // doorbell), a VA space registered with UVM, a channel group with a compute channel and a
 // copy channel (their GPFIFO rings and USERD in video memory, their error notifier), reads
-// their work-submit tokens and schedules the group. The GPU's work addresses memory only
+// their work-submit tokens, registers both channels with UVM (UVM_REGISTER_CHANNEL, each with
+// a 64 MiB range of the VA space) and schedules the group. The GPU's work addresses memory only
 // through UVM external ranges, which gVisor's nvproxy allows.
 // make returns Error, naming the device, the reason and what to do, when /dev/nvidiactl or
 // /dev/nvidia-uvm is missing, the GPU is not listed, the kernel driver's version is not one
@@ -62,12 +63,23 @@
 //   value over half the launch ring; LATER while values in flight hold it. A launch alone, of
 //   the kernel and geometry of the one before, copies the words built for it and patches the
 //   QMD's address and v: it allocates nothing.
+// - Times: while a profile is taken, a value's work is stamped by the GPU at its start (on
+//   the compute channel, once its waits are met and the values before it are done; a first
+//   part on the copy channel starts after it) and at its end (before the release of v), each a
+//   semaphore release with RELEASE_TIMESTAMP: the GPU's timer in ns. settle converts them to
+//   rig_now_ns with an offset read at open and again each second (TIMER_GET_TIME between two
+//   host readings: exact to half that call's span); a value whose stamp slot a later submit
+//   takes first gets its times from that submit. settle fails (losing the device) for a stamp
+//   the GPU did not write, naming the value.
 // - Sleep polls an OS event the compute engine's non-stall interrupt (which ends every value)
 //   makes readable. Faults: a channel that stops writes its error notifier and raises the
-//   RC-error event; sleep then raises edge::Fault, which loses the device, naming the Xid and
-//   the queue ("an MMU fault (Xid 31) in COMPUTE:0"). Other devices go on. hang_ms from
-//   Options (default 10 s).
-// - Stopping tears the channels down and makes the word show the last submitted value; the
+//   RC-error event; sleep then raises edge::Fault, which loses the device, naming the Xid, the
+//   queue, the value it stopped in and, where the channel's entry of that value holds one
+//   part, the part ("an MMU fault (Xid 31) in COPY:0, value 12 part 1"). Other devices go on.
+// - Hangs: hang_ms from Options (default 10 s); a value that never completes (an acquire of a
+//   word nothing raises) loses the device once its word has not moved for hang_ms, with rig's
+//   reason "no progress for n ms" (the contract fixes it; the driver's stop gets it).
+// - Stopping unregisters the channels from UVM (UVM_UNREGISTER_CHANNEL), tears them down and makes the word show the last submitted value; the
 //   regions stay until rig frees them, and with the last of them (or the driver's destruction)
 //   every RM object and UVM range the device made is freed and its files are closed.
 #pragma once

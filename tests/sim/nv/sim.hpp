@@ -21,7 +21,7 @@
 //   (0x3E), OS descriptors (0x71), OS events (0x79) and virtual memory (0x70);
 // - answers the controls rig needs, each checking its parameter size exactly;
 // - answers UVM's INITIALIZE, MM_INITIALIZE, REGISTER_GPU, REGISTER_GPU_VASPACE,
-//   REGISTER_CHANNEL, CREATE_EXTERNAL_RANGE, MAP_EXTERNAL_ALLOCATION and FREE, mapping RM
+//   REGISTER_CHANNEL, UNREGISTER_CHANNEL, CREATE_EXTERNAL_RANGE, MAP_EXTERNAL_ALLOCATION and FREE, mapping RM
 //   memory into a VA space (a Space, gpu.hpp) at addresses inside external ranges.
 //
 // Refusals are RM's: the escape's status field gets RM's (or UVM's rmStatus gets UVM's)
