@@ -9,7 +9,8 @@
 // work is waited for, untimed, after each burst of 64 submits. The floor is the same
 // submission on the null driver timed the same way — the core alone — so the ratio is what
 // the device's driver adds. On an AMD GPU it also times the driver's own part of a launch
-// submission beside memcpy of the ring dwords it writes (amd_submit.hpp).
+// submission beside memcpy of the ring dwords it writes (amd_submit.hpp), and on an NVIDIA GPU
+// of rig's driver beside memcpy of its push-buffer words, bank 0 and QMD (nv_submit.hpp).
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "amd_submit.hpp"
 #include "bench.hpp"
 #include "heap_count.hpp"
+#include "nv_submit.hpp"
 
 namespace rig::bench {
 
@@ -34,6 +36,19 @@ const AmdLaunches* amd_launches() { return registered_amd(); }
 
 AmdRegistration::AmdRegistration(AmdLaunches launches) {
   registered_amd() = new AmdLaunches(std::move(launches));  // kept until the process exits
+}
+
+namespace {
+const NvLaunches*& registered_nv() {
+  static const NvLaunches* launches = nullptr;
+  return launches;
+}
+}  // namespace
+
+const NvLaunches* nv_launches() { return registered_nv(); }
+
+NvRegistration::NvRegistration(NvLaunches launches) {
+  registered_nv() = new NvLaunches(std::move(launches));  // kept until the process exits
 }
 
 namespace {
@@ -167,6 +182,19 @@ std::optional<Function> bench_kernel(const Device& device, std::string& why) {
     }
     return amd->kernel(device);
   }
+  if (device.name().starts_with("NV:")) {
+    const NvLaunches* nv = nv_launches();
+    if (!nv) {
+      why = fmt::format("this rig carries no kernel for {} ({}): it is built without rig's NVIDIA driver",
+                        device.name(), device.arch());
+      return std::nullopt;
+    }
+    if (auto r = nv->refuses(device)) {
+      why = *r;
+      return std::nullopt;
+    }
+    return nv->kernel(device);
+  }
   if (auto r = refuses_launch(device)) {
     why = *r;
     return std::nullopt;
@@ -199,6 +227,8 @@ std::vector<Figure> submit_on(const Device& device, int repeats) {
                                                device.name())));
   if (kernel && amd_launches() && !amd_launches()->refuses(device))
     out.push_back(amd_launches()->driver_part(device, repeats));
+  if (kernel && nv_launches() && !nv_launches()->refuses(device))
+    out.push_back(nv_launches()->driver_part(device, repeats));
   return out;
 }
 

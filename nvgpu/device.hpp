@@ -192,6 +192,9 @@ class Device final : public edge::Driver {
 
   bool is_open() const { return open_; }
   Objects objects() const { return {rm_.root, vaspace_}; }
+  ComputeRings compute_rings() const {
+    return {compute_.push.host, kPushBytes, compute_.push_head, launch_ring_.host, kLaunchRingBytes, launch_head_};
+  }
 
   static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why);
   static int submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
