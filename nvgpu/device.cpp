@@ -438,10 +438,9 @@ Result<std::vector<GpuInfo>> gpus(os::Seam& seam) {
 }
 
 Result<Objects> objects_of(edge::Driver& driver) {
-  auto* device = dynamic_cast<driver::Device*>(&driver);
-  if (!device) return std::unexpected(std::string("not a device of rig's NVIDIA driver"));
-  if (!device->is_open()) return std::unexpected(std::string("the device is closed"));
-  return device->objects();
+  auto device = driver::open_device(driver);
+  if (!device) return std::unexpected(device.error());
+  return (*device)->objects();
 }
 
 }  // namespace rig::nv

@@ -372,4 +372,13 @@ class Device final : public edge::Driver {
   std::multimap<std::uint64_t, std::uint64_t> heap_free_;  // bytes -> address
 };
 
+// The open device of rig's NVIDIA driver that `driver` is; Error if it is another driver's or
+// closed (objects_of, compute_rings_of).
+inline Result<Device*> open_device(edge::Driver& driver) {
+  auto* device = dynamic_cast<Device*>(&driver);
+  if (!device) return std::unexpected(std::string("not a device of rig's NVIDIA driver"));
+  if (!device->is_open()) return std::unexpected(std::string("the device is closed"));
+  return device;
+}
+
 }  // namespace rig::nv::driver

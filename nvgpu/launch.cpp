@@ -217,10 +217,9 @@ void Device::submit_lone(const Kernel& k, const rig_launch& l, std::uint64_t v) 
 namespace rig::nv {
 
 Result<ComputeRings> compute_rings_of(edge::Driver& driver) {
-  auto* device = dynamic_cast<driver::Device*>(&driver);
-  if (!device) return std::unexpected(std::string("not a device of rig's NVIDIA driver"));
-  if (!device->is_open()) return std::unexpected(std::string("the device is closed"));
-  return device->compute_rings();
+  auto device = driver::open_device(driver);
+  if (!device) return std::unexpected(device.error());
+  return (*device)->compute_rings();
 }
 
 }  // namespace rig::nv
