@@ -17,24 +17,29 @@ std::string Device::failed(std::string_view step, const std::string& why) const 
   return fmt::format("{}: {}: {}", name_, step, why);
 }
 
-Result<void> Device::check_version() {
-  // CHECK_VERSION_STR's QUERY answers the kernel driver's version without judging ours; where
-  // it fails, the legacy GET_BUILD_VERSION control (which gVisor's nvproxy allows) does.
-  std::string version;
+namespace {
+// The kernel driver's version through rm's control file and client: CHECK_VERSION_STR's QUERY
+// answers it without judging ours; where it fails, the legacy GET_BUILD_VERSION control (which
+// gVisor's nvproxy allows) does.
+Result<std::string> read_version(Rm& rm) {
   RmApiVersion q{kVersionQuery, 0, {}};
-  if (auto r = rm_.escape(rm_.ctl, kEscCheckVersion, &q, sizeof q, "CHECK_VERSION_STR"); r && q.reply == kVersionRecognized) {
-    version.assign(q.versionString, strnlen(q.versionString, sizeof q.versionString));
-  } else {
-    char driver[64]{}, build[64]{}, title[64]{};
-    BuildVersionParams b{sizeof driver, 0, reinterpret_cast<std::uint64_t>(driver),
-                         reinterpret_cast<std::uint64_t>(build), reinterpret_cast<std::uint64_t>(title), 0, 0};
-    auto legacy = rm_.control(rm_.root, kCtrlBuildVersion, &b, sizeof b, "GET_BUILD_VERSION");
-    if (!legacy)
-      return std::unexpected(failed("reading the kernel driver's version",
-                                    (r ? std::string("CHECK_VERSION_STR did not answer") : r.error()) + "; " +
-                                        legacy.error()));
-    version.assign(driver, strnlen(driver, sizeof driver));
-  }
+  if (auto r = rm.escape(rm.ctl, kEscCheckVersion, &q, sizeof q, "CHECK_VERSION_STR"); r && q.reply == kVersionRecognized)
+    return std::string(q.versionString, strnlen(q.versionString, sizeof q.versionString));
+  else if (!r && !rm.root)
+    return std::unexpected(r.error());
+  char driver[64]{}, build[64]{}, title[64]{};
+  BuildVersionParams b{sizeof driver, 0, reinterpret_cast<std::uint64_t>(driver),
+                       reinterpret_cast<std::uint64_t>(build), reinterpret_cast<std::uint64_t>(title), 0, 0};
+  if (auto legacy = rm.control(rm.root, kCtrlBuildVersion, &b, sizeof b, "GET_BUILD_VERSION"); !legacy)
+    return std::unexpected("CHECK_VERSION_STR did not answer; " + legacy.error());
+  return std::string(driver, strnlen(driver, sizeof driver));
+}
+}  // namespace
+
+Result<void> Device::check_version() {
+  auto read = read_version(rm_);
+  if (!read) return std::unexpected(failed("reading the kernel driver's version", read.error()));
+  const std::string version = *read;
   const std::string branch = version.substr(0, version.find('.'));
   if (branch == kKnownBranch) return {};
   const char* ok = std::getenv(kVersionOverride);
@@ -433,6 +438,18 @@ Result<std::vector<GpuInfo>> gpus(os::Seam& seam) {
                    fmt::format("{:04x}:{:02x}:{:02x}.{:x}", c.domain, c.bus, c.slot, c.function)});
   }
   return out;
+}
+
+Result<std::string> driver_version(os::Seam& seam) {
+  driver::Rm rm(seam);
+  rm.ctl = seam.open("/dev/nvidiactl", O_RDWR);
+  if (rm.ctl < 0) return std::unexpected(fmt::format("cannot open /dev/nvidiactl: {}", os::describe(rm.ctl)));
+  auto root = rm.alloc(0, driver::kRootClient, nullptr, 0, "making a client");
+  if (root) rm.root = *root;
+  auto version = driver::read_version(rm);
+  if (rm.root) rm.free(rm.root);
+  seam.close(rm.ctl);
+  return version;
 }
 
 Result<Objects> objects_of(edge::Driver& driver) {

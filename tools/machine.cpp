@@ -162,6 +162,14 @@ GpuPaths gpu_paths() {
   return paths;
 }
 
+Result<std::string> nv_driver_version() {
+#if RIG_DRIVER_NV
+  return nv::driver_version(nv_seam());
+#else
+  return std::unexpected(std::string("this rig is built without its NVIDIA driver (-Dnv=disabled)"));
+#endif
+}
+
 std::vector<std::string> device_names() {
   std::vector<std::string> out{"CPU (the host device)", "MEM, or any name starting with MEM (a new memory device)"};
 #if RIG_DRIVER_DISK

@@ -98,6 +98,10 @@ struct GpuInfo {
 // or the ioctl fails.
 Result<std::vector<GpuInfo>> gpus(os::Seam& seam = os::system());
 
+// The NVIDIA kernel driver's version ("580.142"), as the driver reads it when it opens a GPU;
+// Error if /dev/nvidiactl cannot be opened or neither way of asking answers.
+Result<std::string> driver_version(os::Seam& seam = os::system());
+
 struct Options {
   std::optional<int> hang_ms = 10'000;  // the facts' hang_ms
 };
