@@ -81,9 +81,17 @@ sim::nv::Simulator* nv_simulator() {
   static auto* simulated = new sim::nv::Simulator(*config);  // outlives the devices
   return simulated;
 }
+// With RIG_NV_TRACE=FILE, every call of the driver through that seam is appended to FILE with
+// its answer (nv::TracingSeam).
 os::Seam& nv_seam() {
-  if (auto* simulated = nv_simulator()) return *simulated;
-  return os::system();
+  static os::Seam* seam = [] {
+    os::Seam* base = nv_simulator();
+    if (!base) base = &os::system();
+    const char* trace = std::getenv("RIG_NV_TRACE");
+    if (trace && *trace) return static_cast<os::Seam*>(new nv::TracingSeam(*base, trace));  // outlives the devices
+    return base;
+  }();
+  return *seam;
 }
 #endif
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 using namespace rig;
 namespace nvsim = rig::sim::nv;
@@ -686,6 +687,50 @@ TEST_CASE("closing frees every RM object, UVM range and channel registration, CP
   d->stop("lost");
   CHECK(has(nv::objects_of(*d).error(), "closed"));
   d.reset();
+  CHECK(sim.live_objects() == 0);
+}
+
+TEST_CASE("a tracing seam notes each call with RM's and UVM's statuses; UVM lets go of the channels before RM frees them") {
+  nvsim::Simulator sim;
+  char path[] = "/tmp/rig-nv-trace-XXXXXX";
+  const int file = ::mkstemp(path);
+  REQUIRE(file >= 0);
+  ::close(file);
+  std::vector<std::string> lines;
+  {
+    nv::TracingSeam traced(sim, path);
+    auto made = nv::opener(0, traced).make(word());
+    REQUIRE_MESSAGE(made, made.error());
+    auto d = std::move(*made);
+    CHECK(!d->alloc(Memory::Device, std::size_t(1) << 40));  // RM refuses it: NV_ERR_NO_MEMORY
+    d.reset();
+    lines = traced.lines();
+  }
+  auto index_of = [&](std::string_view part, std::size_t from = 0) {
+    for (std::size_t i = from; i < lines.size(); ++i)
+      if (has(lines[i], part)) return i;
+    return lines.size();
+  };
+  CHECK(index_of("open /dev/nvidiactl -> ") == 0);
+  CHECK(index_of("UVM_REGISTER_GPU_VASPACE: NV_OK (0x0) -> 0") < lines.size());
+  const auto registered = index_of("UVM_REGISTER_CHANNEL: NV_OK");
+  CHECK(index_of("UVM_REGISTER_CHANNEL: NV_OK", registered + 1) < lines.size());  // both channels
+  CHECK(index_of("RM_ALLOC class 0x40 under") < lines.size());
+  CHECK(index_of("NV_ERR_NO_MEMORY") < lines.size());
+  const auto unregistered = index_of("UVM_UNREGISTER_CHANNEL: NV_OK");
+  const auto second = index_of("UVM_UNREGISTER_CHANNEL: NV_OK", unregistered + 1);
+  REQUIRE(second < lines.size());
+  // The channel group, which holds the channels, is the first object RM frees, after both.
+  CHECK(index_of("RM_FREE") > second);
+  CHECK(index_of("RM_FREE") < lines.size());
+  // The file has every line as it was noted.
+  std::FILE* f = std::fopen(path, "r");
+  REQUIRE(f);
+  std::size_t in_file = 0;
+  for (int c; (c = std::fgetc(f)) != EOF;) in_file += c == '\n';
+  std::fclose(f);
+  ::unlink(path);
+  CHECK(in_file == lines.size());
   CHECK(sim.live_objects() == 0);
 }
 
