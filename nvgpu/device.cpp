@@ -173,6 +173,18 @@ Result<void> Device::open() {
   return {};
 }
 
+Result<Block> Device::placed_sysmem(std::uint64_t bytes, std::string_view what) {
+  auto memory = make_memory(kSysmem, bytes);
+  if (!memory) return std::unexpected(failed(fmt::format("making {}", what), memory.error()));
+  auto placed = place(*memory, bytes, true);
+  if (!placed) {
+    rm_.free(*memory);
+    return std::unexpected(failed(fmt::format("mapping {}", what), placed.error()));
+  }
+  std::memset(placed->host, 0, bytes);
+  return placed;
+}
+
 Result<void> Device::make_channels() {
   GroupParams g{};
   g.engineType = kEngineGraphics;
@@ -250,24 +262,12 @@ Result<void> Device::make_channels() {
     }
     ch.uvm_range = range;
   }
-  auto control = make_memory(kSysmem, kPage);
-  if (!control) return std::unexpected(failed("making the sequence words", control.error()));
-  auto placed_control = place(*control, kPage, true);
-  if (!placed_control) {
-    rm_.free(*control);
-    return std::unexpected(failed("mapping the sequence words", placed_control.error()));
-  }
-  control_ = *placed_control;
-  std::memset(control_.host, 0, kPage);
-  auto stamps = make_memory(kSysmem, kStampsBytes);
-  if (!stamps) return std::unexpected(failed("making the stamps' slots", stamps.error()));
-  auto placed_stamps = place(*stamps, kStampsBytes, true);
-  if (!placed_stamps) {
-    rm_.free(*stamps);
-    return std::unexpected(failed("mapping the stamps' slots", placed_stamps.error()));
-  }
-  stamps_ = *placed_stamps;
-  std::memset(stamps_.host, 0, kStampsBytes);
+  auto control = placed_sysmem(kPage, "the sequence words");
+  if (!control) return std::unexpected(control.error());
+  control_ = *control;
+  auto stamps = placed_sysmem(kStampsBytes, "the stamps' slots");
+  if (!stamps) return std::unexpected(stamps.error());
+  stamps_ = *stamps;
   if (auto r = correlate(); !r) return std::unexpected(failed("reading the GPU's timer", r.error()));
   if (auto r = map_windows(); !r) return r;
   if (auto r = make_events(); !r) return r;

@@ -281,6 +281,18 @@ struct Region {
   std::uint64_t address;
   std::uint8_t* host;
 };
+// The fault sleep raises while waiting (at most 5 s) for value v, or "".
+std::string fault_of(edge::Driver& d, std::uint64_t v) {
+  for (int i = 0; i < 500; ++i) {
+    try {
+      d.sleep(v, std::chrono::milliseconds(10));
+    } catch (const edge::Fault& f) {
+      return f.what();
+    }
+  }
+  return "";
+}
+
 Region mapped(edge::Driver& d, std::size_t n) {
   auto r = d.alloc(Memory::Mapped, n);
   REQUIRE(r);
@@ -551,14 +563,7 @@ TEST_CASE("a channel that faults loses the device, naming the Xid and the queue;
   rig_part part{};
   part.queue = 1, part.kind = RIG_KIND_WORDS, part.work.words = {p.words().data(), p.words().size()};
   t.run(&part, 1, 1, nullptr, 0, false);
-  std::string fault;
-  for (int i = 0; i < 500 && fault.empty(); ++i) {
-    try {
-      d->sleep(1, std::chrono::milliseconds(10));
-    } catch (const edge::Fault& f) {
-      fault = f.what();
-    }
-  }
+  const std::string fault = fault_of(*d, 1);
   CHECK(fault == "a graphics engine class error (Xid 69) in COMPUTE:0, value 1 part 0");
   CHECK_THROWS_WITH_AS(d->sleep(1, std::chrono::milliseconds(1)), fault.c_str(), edge::Fault);  // it stays
   auto a = mapped(*other, 4096);
@@ -582,14 +587,7 @@ TEST_CASE("a copy engine's MMU fault names COPY:0, the value and the part it sto
   // Part 1 writes where nothing is mapped (inside the driver's heap, past its regions).
   rig_part parts[2] = {words, copy_part(0, 0x70'0000'0000ull, &box, 1, 0x22)};
   t.run(parts, 2, 3, nullptr, 0, false);
-  std::string fault;
-  for (int i = 0; i < 500 && fault.empty(); ++i) {
-    try {
-      d->sleep(3, std::chrono::milliseconds(10));
-    } catch (const edge::Fault& f) {
-      fault = f.what();
-    }
-  }
+  const std::string fault = fault_of(*d, 3);
   CHECK(fault == "an MMU fault (Xid 31) in COPY:0, value 3 part 1");
 }
 
