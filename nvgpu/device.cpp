@@ -349,6 +349,7 @@ edge::Facts Device::facts() {
   f.word = word_;
   f.edge = &edge_;
   f.bus = bus_;
+  f.capability = abi_capability();
   return f;
 }
 
@@ -404,6 +405,7 @@ void Device::close() {
     blocks_.clear();
     for (auto& [host, m] : host_maps_) drop(m.block);
     host_maps_.clear();
+    drop_code();
   }
   // Freeing the client frees every object under it (RM_FREE takes the subtree).
   if (rm_.root) rm_.free(rm_.root), rm_.root = 0;

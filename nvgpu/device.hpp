@@ -18,7 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
+#include <array>
 #include <map>
 #include <span>
 #include <memory>
@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "launch.hpp"
 #include "rm.hpp"
 
 namespace rig::nv::driver {
@@ -134,12 +135,29 @@ struct Channel {
 struct Flight {
   std::uint64_t value = 0;
   std::uint64_t push_end[2]{}, gp_end[2]{};
+  std::uint64_t launch_end = 0;  // the launch ring's head after it
 };
 
 // Host memory the GPU sees at an address of the driver's (rig_words, the timeline word).
 struct Window {
   std::uintptr_t host = 0;
   std::uint64_t bytes = 0, address = 0;
+};
+
+// The values in flight, oldest first, in storage of their own: each ends on the compute
+// channel, whose ring room keeps below kGpEntries entries, so no more are ever in flight and
+// the hand-over allocates nothing.
+class Flights {
+ public:
+  bool empty() const { return head_ == tail_; }
+  const Flight& front() const { return slots_[tail_ % kGpEntries]; }
+  void pop_front() { ++tail_; }
+  void push_back(const Flight& f) { slots_[head_++ % kGpEntries] = f; }
+  void clear() { head_ = tail_ = 0; }
+
+ private:
+  std::array<Flight, kGpEntries> slots_{};
+  std::uint64_t head_ = 0, tail_ = 0;
 };
 
 class Device;
@@ -207,7 +225,9 @@ class Device final : public edge::Driver {
   // Bytes channel c's push buffer takes for `bytes` more from its head: those skipped to its
   // start where they would straddle its end, and theirs.
   std::uint64_t push_cost(const Channel& c, std::uint64_t bytes) const;
-  int plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, std::uint64_t words[2], char* why) const;
+  // The words of each channel (bounds) and the launch ring's bytes the parts take, or RIG_NEVER.
+  int plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, std::uint64_t words[2],
+           std::uint64_t& launch_bytes, char* why) const;
   void put(Channel& c, std::span<const std::uint32_t> w) { c.words.insert(c.words.end(), w.begin(), w.end()); }
   void sync(int from, int to);
   // Puts the value's words on channel c's ring; `tag` is what the entry holds (entry_tags_).
@@ -222,6 +242,37 @@ class Device final : public edge::Driver {
   Result<void> correlate();
   std::uint64_t gpu_to_host(std::uint64_t gpu_ns) const;
   Result<void> convert(std::uint64_t value, std::uint64_t* times);
+  // Writes the GP entry of `words` words at `address` and rings the channel's doorbell.
+  void ring(Channel& c, std::uint64_t address, std::uint32_t words);
+
+  // ---- launch.cpp
+  // Room's checks of launch part i against its kernel's and the GPU's limits: RIG_FITS, or
+  // RIG_NEVER naming the part, the limit and the value asked.
+  int check_launch(const rig_part& p, std::uint32_t i, char* why) const;
+  // Bytes of the launch ring a launch of `k` takes (bank 0 and its QMD), and what `bytes` more
+  // take from `head` on: those skipped to its start where they would straddle its end, and theirs.
+  std::uint64_t slot_bytes(const Kernel& k) const;
+  std::uint64_t launch_cost(std::uint64_t head, std::uint64_t bytes) const;
+  // Writes launch `l` (bank 0 and the QMD) into the launch ring and its methods on the compute
+  // channel's words.
+  void encode_launch(Channel& c, const rig_launch& l);
+  // The lone launch value: `parts` is one launch alone, with no waits, of the geometry its
+  // kernel was built for last, and submit may copy its prebuilt words.
+  const Kernel* lone_launch(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
+  bool lone_fits(const Kernel& k) const;
+  void submit_lone(const Kernel& k, const rig_launch& l, std::uint64_t v);
+  void build_launch(const Kernel& k, const rig_launch& l);
+  // Bank 0 and the QMD of `l` into the ring's next slot; returns the QMD's GPU address.
+  std::uint64_t place_launch(const Kernel& k, const rig_launch& l);
+
+  // ---- code.cpp
+  const LaunchLimits& limits() const;  // the GPU generation's
+  // The record compiled code reads (rig/nv_abi.hpp), read from RM once.
+  edge::Capability abi_capability();
+  // The launch ring, made on the first entry; false when RM has no memory for it.
+  bool make_launch_ring();
+  // Frees every image's memory and the launch ring (close).
+  void drop_code();
 
   // ---- memory.cpp
   // A block of RM memory `memory` of `bytes` (whole pages): mapped in the GPU's VA space (at
@@ -283,7 +334,7 @@ class Device final : public edge::Driver {
   std::uint64_t last_end_ = 0;        // the end of the value converted last, on the host's clock
   std::vector<Window> windows_;
   std::vector<Block> window_blocks_;
-  std::deque<Flight> flights_;
+  Flights flights_;
   // What each GP entry of each ring (compute, copy) holds: its value in bits 47:0, in bits
   // 63:48 the part where it holds one and kSeveralParts where more; written by submit before
   // the doorbell, read by sleep when a channel faults.
@@ -291,6 +342,20 @@ class Device final : public edge::Driver {
   std::unique_ptr<std::atomic<std::uint64_t>[]> entry_tags_[2]{
       std::make_unique<std::atomic<std::uint64_t>[]>(kGpEntries),
       std::make_unique<std::atomic<std::uint64_t>[]>(kGpEntries)};
+
+  // Images (code.cpp) and the launch ring (launch.cpp), which the timeline word reclaims as it
+  // does the push buffers.
+  struct LoadedImage {
+    Block memory;  // Mapped video memory: the kernels' code, the module's banks and globals
+    std::map<std::string, std::unique_ptr<Kernel>, std::less<>> kernels;
+  };
+  std::map<edge::ImageId, LoadedImage> images_;  // under memory_lock_
+  edge::ImageId next_image_ = 1;
+  const LaunchLimits* limits_ = nullptr;
+  std::uint32_t sm_count_ = 0;
+  Block launch_ring_;
+  std::uint64_t launch_head_ = 0, launch_tail_ = 0;  // bytes written and done, ever
+  bool windows_set_ = false;  // the compute channel's memory windows are set
 
   std::mutex memory_lock_;  // the regions and the heap
   std::map<std::uintptr_t, Block> blocks_;

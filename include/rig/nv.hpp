@@ -26,14 +26,15 @@
 //   with a CPU mapping. The budget is the video memory CARD_INFO lists.
 //   Regions lie in [2^32, 2^40) of the GPU's VA space. map_host maps page-aligned host memory
 //   as OS-descriptor memory at the GPU address that is its own host address (Never for memory
-//   inside [2^32, 2^40), where the regions lie).
+//   inside [2^32, 2^40 + 8 GiB), where the regions and the kernels' shared and local memory
+//   windows lie).
 // - Queues: "COPY:0" {Copy, Fill}, the copy channel, and "COMPUTE:0" {Words, Fill, Launch},
 //   the compute channel. Copy parts copy boxes (rows up to 2^32 - 1 bytes wide and apart) or
 //   fill them with a byte on the copy engine; Words parts place their words on the compute
 //   channel's push buffer as they are (methods of the host and compute classes, compute bound
 //   to subchannel 1). A Fill part's function writes words onto its channel's push buffer
-//   through a FillQueue (below): at most its ring_units words, or 4096 where it gives 0.
-//   Launches are not built yet: room answers NEVER, saying so.
+//   through a FillQueue (rig/nv_abi.hpp): at most its ring_units words, or 4096 where it gives 0.
+//   Launch parts run a kernel of a loaded image over a grid (below).
 //   A part that follows a part of the other queue starts after it (the channels release and
 //   acquire 64-bit sequence words). A value's part of each push buffer is at most 512 KiB;
 //   room answers NEVER past that, LATER while values in flight hold the room.
@@ -43,7 +44,25 @@
 // - Waits: the queues wait (64-bit semaphore acquires) for Store and Host producers whose
 //   words lie in rig_words or on the page of the device's own word, which the driver maps for
 //   the GPU below 2^40 when it opens; a wait on another word fails the submit.
-// - Code: images are not built yet: image returns Error saying so.
+// - Code: Image::load takes a fatbin (the cubin for the GPU's SM is picked from it) or a cubin
+//   of the GPU's SM, and places each kernel's code, the module's constant banks and its globals
+//   in video memory of the driver's own, relocated; unloading frees it. Error, naming the
+//   device and the reason, for a binary that is neither, a truncated or malformed one, a cubin
+//   of another SM, a fatbin without SASS for the GPU's SM (rig does not JIT PTX without
+//   libcuda), an unsupported relocation, or no video memory for it. The device goes on.
+//   resolve answers a kernel with its parameter bytes (PARAM_CBANK's size) and most threads
+//   (MAX_THREADS or REQNTID, else 1024).
+// - Launches on COMPUTE:0: constant bank 0 (the driver's slots: block and grid sizes, the
+//   memory windows, the stack base, the dynamic shared size, the SM count; then the parameters
+//   at the kernel's PARAM_CBANK offset) and a QMD (V04_00 on Hopper, V03_00 on Ampere) are
+//   written into a launch ring of 1 MiB that the timeline word reclaims, then SEND_PCAS and a
+//   WFI, so that the next part starts after the grid. room answers NEVER, naming the part, the
+//   limit and the value, for an empty dimension, a block over 1024x1024x64 or 1024 threads or
+//   the kernel's most, a grid over 2^31-1 x 65535 x 65535, shared memory (the kernel's static
+//   and the launch's) over the SM's (228 KiB on sm_90, 164 KiB on sm_80), and launches of one
+//   value over half the launch ring; LATER while values in flight hold it. A launch alone, of
+//   the kernel and geometry of the one before, copies the words built for it and patches the
+//   QMD's address and v: it allocates nothing.
 // - Times: while a profile is taken, a value's work is stamped by the GPU at its start (on
 //   the compute channel, once its waits are met and the values before it are done; a first
 //   part on the copy channel starts after it) and at its end (before the release of v), each a
@@ -66,6 +85,7 @@
 #pragma once
 
 #include <rig/edge.hpp>
+#include <rig/nv_abi.hpp>
 #include <rig/os.hpp>
 
 #include <cstdint>
@@ -76,16 +96,6 @@
 #include <vector>
 
 namespace rig::nv {
-
-// What a Fill part's function gets as its queue (rig_fill's first argument): the words of the
-// value being encoded on the part's channel. It writes at most `room` words from words[0] on,
-// sets `count` to the number it wrote, and returns 0 (another value fails the submit).
-struct FillQueue {
-  std::uint32_t* words;
-  std::uint32_t room;
-  std::uint32_t count;
-  std::uint32_t subchannel;  // where the channel's engine is bound: 1 compute, 4 copy
-};
 
 // A GPU the kernel driver lists.
 struct GpuInfo {
