@@ -21,6 +21,8 @@
 #endif
 #if RIG_DRIVER_NV
 #include <rig/nv.hpp>
+#include "../bench/bench.hpp"
+#include "nv/code.hpp"
 #include "nv/sim.hpp"  // tests/sim/nv/
 #endif
 #if RIG_DRIVER_CUDA
@@ -78,7 +80,13 @@ sim::nv::Simulator* nv_simulator() {
   else if (which == "nv:ampere") config = sim::nv::Config{}, config->classes = sim::nv::kAmpere;
   else if (which == "nv:gvisor") config = sim::nv::Config{}, config->gvisor = true;
   if (!config) return nullptr;
-  static auto* simulated = new sim::nv::Simulator(*config);  // outlives the devices
+  static auto* simulated = [&] {
+    auto* sim = new sim::nv::Simulator(*config);  // outlives the devices
+    // Its engines know the launch benches' kernels (nvcc's, which the simulator runs).
+    const unsigned sm = config->classes.sm;
+    (void)sim->code().add_fatbin(bench::nvidia_kernels(fmt::format("sm_{}", sm)), sm, "the benches' kernels");
+    return sim;
+  }();
   return simulated;
 }
 // With RIG_NV_TRACE=FILE, every call of the driver through that seam is appended to FILE with

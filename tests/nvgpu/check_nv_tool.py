@@ -4,8 +4,8 @@
 - with RIG_SIM=nv, rig devices lists NV:0 with its arch, video memory, bus and the kernel
   driver's version (as text and as JSON);
 - rig bench copy --device NV:0 gives both copy figures beside memcpy floors;
-- rig bench roundtrip --device NV:0 runs beside its floor where NV:0 launches kernels, and is
-  refused with status 2, saying why, where it does not;
+- rig bench roundtrip and batch --device NV:0 launch the empty kernel beside a floor; load,
+  which loads the host's ELF object, is refused with status 2;
 - rig prof on a program that copies on NV:0 (nv_prof_program) sums up NV:0's 10 values with
   the times the device gave them.
 
@@ -60,14 +60,15 @@ check("bench copy --device NV:0 gives both directions beside memcpy of the same 
       and all(f["value"] > 0 and f["floor"] > 0 and f["floor_name"].startswith("memcpy") for f in figures.values()),
       copy.stdout + copy.stderr)
 
-roundtrip = run("bench", "roundtrip", "--device", "NV:0", "--json", "--repeats", "1")
-if roundtrip.returncode == 0:
-    figures = figures_of(roundtrip)
-    check("bench roundtrip --device NV:0 gives its figure beside a floor",
-          any(f["value"] > 0 and f["floor"] > 0 for f in figures.values()), roundtrip.stdout)
-else:
-    check("bench roundtrip --device NV:0 is refused with status 2, saying why",
-          roundtrip.returncode == 2 and "roundtrip cannot run on NV:0" in roundtrip.stderr, roundtrip.stderr)
+for bench in ("roundtrip", "batch"):
+    result = run("bench", bench, "--device", "NV:0", "--json", "--repeats", "1")
+    figure = figures_of(result).get(f"{bench}@NV:0", {})
+    check(f"bench {bench} --device NV:0 launches the empty kernel on NV:0, beside a floor of the same run",
+          result.returncode == 0 and figure.get("value", 0) > 0 and figure.get("floor", 0) > 0
+          and "empty" in figure.get("note", "") and "NV:0" in figure.get("note", ""), result.stdout + result.stderr)
+load = run("bench", "load", "--device", "NV:0")
+check("bench load --device NV:0 is refused with status 2: it loads the host's ELF object",
+      load.returncode == 2 and "load cannot run on NV:0" in load.stderr, load.stderr)
 
 with tempfile.TemporaryDirectory() as tmp:
     trace_path = os.path.join(tmp, "trace.json")
