@@ -1,6 +1,8 @@
-// The submit bench's launches on NVIDIA GPUs of rig's own driver (gpu_submit.hpp): the empty
-// kernel of bench/nv_kernels.cu, embedded here, and the driver's own part of a launch value,
-// timed on a second driver of the same GPU opened for it outside rig.
+// The submit bench's launches on NVIDIA GPUs of rig's own driver (gpu_submit.hpp): the launch
+// benches' `empty` (tests/cuda/kernels.cu as nvcc built it, bench::nvidia_kernels), and the
+// driver's own part of a launch value, timed on a second driver of the same GPU opened for it
+// outside rig. The launch gives 16 parameter bytes, two buffer refs, as on other devices;
+// `empty` reads none.
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
@@ -17,22 +19,13 @@
 #include "gpu_submit.hpp"
 #include <rig/nv.hpp>
 
-extern const unsigned char rig_nv_bench_kernels_sm_90[], rig_nv_bench_kernels_sm_80[];
-extern const std::size_t rig_nv_bench_kernels_sm_90_size, rig_nv_bench_kernels_sm_80_size;
-
 namespace rig::bench {
 namespace {
 
-constexpr const char* kKernel = "bench_empty";
+constexpr const char* kKernel = "empty";
 constexpr std::uint64_t kBurst = kDriverBurst;
 
-// The kernel's fatbin for `arch`, empty for one it is not built for.
-std::span<const std::byte> kernel_bytes(std::string_view arch) {
-  auto bytes = [](const unsigned char* p, std::size_t n) { return std::span(reinterpret_cast<const std::byte*>(p), n); };
-  if (arch == "sm_90") return bytes(rig_nv_bench_kernels_sm_90, rig_nv_bench_kernels_sm_90_size);
-  if (arch == "sm_80") return bytes(rig_nv_bench_kernels_sm_80, rig_nv_bench_kernels_sm_80_size);
-  return {};
-}
+std::span<const std::byte> kernel_bytes(std::string_view arch) { return nvidia_kernels(arch); }
 
 std::optional<std::string> refuses(const Device& device) {
   if (!device.name().starts_with("NV:") || !gpu_of(device))

@@ -17,24 +17,29 @@ std::string Device::failed(std::string_view step, const std::string& why) const 
   return fmt::format("{}: {}: {}", name_, step, why);
 }
 
-Result<void> Device::check_version() {
-  // CHECK_VERSION_STR's QUERY answers the kernel driver's version without judging ours; where
-  // it fails, the legacy GET_BUILD_VERSION control (which gVisor's nvproxy allows) does.
-  std::string version;
+namespace {
+// The kernel driver's version through rm's control file and client: CHECK_VERSION_STR's QUERY
+// answers it without judging ours; where it fails, the legacy GET_BUILD_VERSION control (which
+// gVisor's nvproxy allows) does.
+Result<std::string> read_version(Rm& rm) {
   RmApiVersion q{kVersionQuery, 0, {}};
-  if (auto r = rm_.escape(rm_.ctl, kEscCheckVersion, &q, sizeof q, "CHECK_VERSION_STR"); r && q.reply == kVersionRecognized) {
-    version.assign(q.versionString, strnlen(q.versionString, sizeof q.versionString));
-  } else {
-    char driver[64]{}, build[64]{}, title[64]{};
-    BuildVersionParams b{sizeof driver, 0, reinterpret_cast<std::uint64_t>(driver),
-                         reinterpret_cast<std::uint64_t>(build), reinterpret_cast<std::uint64_t>(title), 0, 0};
-    auto legacy = rm_.control(rm_.root, kCtrlBuildVersion, &b, sizeof b, "GET_BUILD_VERSION");
-    if (!legacy)
-      return std::unexpected(failed("reading the kernel driver's version",
-                                    (r ? std::string("CHECK_VERSION_STR did not answer") : r.error()) + "; " +
-                                        legacy.error()));
-    version.assign(driver, strnlen(driver, sizeof driver));
-  }
+  if (auto r = rm.escape(rm.ctl, kEscCheckVersion, &q, sizeof q, "CHECK_VERSION_STR"); r && q.reply == kVersionRecognized)
+    return std::string(q.versionString, strnlen(q.versionString, sizeof q.versionString));
+  else if (!r && !rm.root)
+    return std::unexpected(r.error());
+  char driver[64]{}, build[64]{}, title[64]{};
+  BuildVersionParams b{sizeof driver, 0, reinterpret_cast<std::uint64_t>(driver),
+                       reinterpret_cast<std::uint64_t>(build), reinterpret_cast<std::uint64_t>(title), 0, 0};
+  if (auto legacy = rm.control(rm.root, kCtrlBuildVersion, &b, sizeof b, "GET_BUILD_VERSION"); !legacy)
+    return std::unexpected("CHECK_VERSION_STR did not answer; " + legacy.error());
+  return std::string(driver, strnlen(driver, sizeof driver));
+}
+}  // namespace
+
+Result<void> Device::check_version() {
+  auto read = read_version(rm_);
+  if (!read) return std::unexpected(failed("reading the kernel driver's version", read.error()));
+  const std::string version = *read;
   const std::string branch = version.substr(0, version.find('.'));
   if (branch == kKnownBranch) return {};
   const char* ok = std::getenv(kVersionOverride);
@@ -168,6 +173,18 @@ Result<void> Device::open() {
   return {};
 }
 
+Result<Block> Device::placed_sysmem(std::uint64_t bytes, std::string_view what) {
+  auto memory = make_memory(kSysmem, bytes);
+  if (!memory) return std::unexpected(failed(fmt::format("making {}", what), memory.error()));
+  auto placed = place(*memory, bytes, true);
+  if (!placed) {
+    rm_.free(*memory);
+    return std::unexpected(failed(fmt::format("mapping {}", what), placed.error()));
+  }
+  std::memset(placed->host, 0, bytes);
+  return placed;
+}
+
 Result<void> Device::make_channels() {
   GroupParams g{};
   g.engineType = kEngineGraphics;
@@ -245,24 +262,12 @@ Result<void> Device::make_channels() {
     }
     ch.uvm_range = range;
   }
-  auto control = make_memory(kSysmem, kPage);
-  if (!control) return std::unexpected(failed("making the sequence words", control.error()));
-  auto placed_control = place(*control, kPage, true);
-  if (!placed_control) {
-    rm_.free(*control);
-    return std::unexpected(failed("mapping the sequence words", placed_control.error()));
-  }
-  control_ = *placed_control;
-  std::memset(control_.host, 0, kPage);
-  auto stamps = make_memory(kSysmem, kStampsBytes);
-  if (!stamps) return std::unexpected(failed("making the stamps' slots", stamps.error()));
-  auto placed_stamps = place(*stamps, kStampsBytes, true);
-  if (!placed_stamps) {
-    rm_.free(*stamps);
-    return std::unexpected(failed("mapping the stamps' slots", placed_stamps.error()));
-  }
-  stamps_ = *placed_stamps;
-  std::memset(stamps_.host, 0, kStampsBytes);
+  auto control = placed_sysmem(kPage, "the sequence words");
+  if (!control) return std::unexpected(control.error());
+  control_ = *control;
+  auto stamps = placed_sysmem(kStampsBytes, "the stamps' slots");
+  if (!stamps) return std::unexpected(stamps.error());
+  stamps_ = *stamps;
   if (auto r = correlate(); !r) return std::unexpected(failed("reading the GPU's timer", r.error()));
   if (auto r = map_windows(); !r) return r;
   if (auto r = make_events(); !r) return r;
@@ -435,6 +440,18 @@ Result<std::vector<GpuInfo>> gpus(os::Seam& seam) {
                    fmt::format("{:04x}:{:02x}:{:02x}.{:x}", c.domain, c.bus, c.slot, c.function)});
   }
   return out;
+}
+
+Result<std::string> driver_version(os::Seam& seam) {
+  driver::Rm rm(seam);
+  rm.ctl = seam.open("/dev/nvidiactl", O_RDWR);
+  if (rm.ctl < 0) return std::unexpected(fmt::format("cannot open /dev/nvidiactl: {}", os::describe(rm.ctl)));
+  auto root = rm.alloc(0, driver::kRootClient, nullptr, 0, "making a client");
+  if (root) rm.root = *root;
+  auto version = driver::read_version(rm);
+  if (rm.root) rm.free(rm.root);
+  seam.close(rm.ctl);
+  return version;
 }
 
 Result<Objects> objects_of(edge::Driver& driver) {

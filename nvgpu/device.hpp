@@ -209,6 +209,8 @@ class Device final : public edge::Driver {
   // ---- device.cpp
   Result<void> check_version();
   Result<void> make_channels();
+  // System memory of `bytes` placed for the GPU and the CPU, zeroed; Error naming `what`.
+  Result<Block> placed_sysmem(std::uint64_t bytes, std::string_view what);
   // Stops the device (stop), then frees every RM object, UVM range and CPU mapping, and
   // closes the files; idempotent.
   void close();

@@ -21,11 +21,9 @@
 #endif
 #if RIG_DRIVER_NV
 #include <rig/nv.hpp>
+#include "../bench/bench.hpp"
 #include "nv/code.hpp"
 #include "nv/sim.hpp"  // tests/sim/nv/
-// The submit bench's kernel (bench/nv_kernels.cu), which the simulated GPU's engines run.
-extern const unsigned char rig_nv_bench_kernels_sm_90[], rig_nv_bench_kernels_sm_80[];
-extern const std::size_t rig_nv_bench_kernels_sm_90_size, rig_nv_bench_kernels_sm_80_size;
 #endif
 #if RIG_DRIVER_CUDA
 #include <rig/cuda.hpp>
@@ -72,8 +70,7 @@ os::Seam& amd_seam() {
 #if RIG_DRIVER_NV
 // The seam NVIDIA GPUs are reached through by rig's own driver: the system's, or with
 // RIG_SIM=nv a simulated Hopper (RIG_SIM=nv:ampere: an Ampere, nv:gvisor: a Hopper refusing
-// what gVisor's nvproxy refuses), the same one for every command of the tool, its engines given
-// the submit bench's kernel.
+// what gVisor's nvproxy refuses), the same one for every command of the tool.
 sim::nv::Simulator* nv_simulator() {
   const char* s = std::getenv("RIG_SIM");
   if (!s) return nullptr;
@@ -84,19 +81,25 @@ sim::nv::Simulator* nv_simulator() {
   else if (which == "nv:gvisor") config = sim::nv::Config{}, config->gvisor = true;
   if (!config) return nullptr;
   static auto* simulated = [&] {
-    auto* made = new sim::nv::Simulator(*config);  // outlives the devices
-    const bool ampere = config->classes.sm == 80;
-    const auto* bytes = reinterpret_cast<const std::byte*>(ampere ? rig_nv_bench_kernels_sm_80 : rig_nv_bench_kernels_sm_90);
-    const std::size_t size = ampere ? rig_nv_bench_kernels_sm_80_size : rig_nv_bench_kernels_sm_90_size;
-    if (auto added = made->code().add_fatbin(std::span(bytes, size), ampere ? 80 : 90, "bench/nv_kernels"); !added)
-      fmt::print(stderr, "rig: the simulated GPU cannot run the submit bench's kernel: {}\n", added.error());
-    return made;
+    auto* sim = new sim::nv::Simulator(*config);  // outlives the devices
+    // Its engines know the launch benches' kernels (nvcc's, which the simulator runs).
+    const unsigned sm = config->classes.sm;
+    (void)sim->code().add_fatbin(bench::nvidia_kernels(fmt::format("sm_{}", sm)), sm, "the benches' kernels");
+    return sim;
   }();
   return simulated;
 }
+// With RIG_NV_TRACE=FILE, every call of the driver through that seam is appended to FILE with
+// its answer (nv::TracingSeam).
 os::Seam& nv_seam() {
-  if (auto* simulated = nv_simulator()) return *simulated;
-  return os::system();
+  static os::Seam* seam = [] {
+    os::Seam* base = nv_simulator();
+    if (!base) base = &os::system();
+    const char* trace = std::getenv("RIG_NV_TRACE");
+    if (trace && *trace) return static_cast<os::Seam*>(new nv::TracingSeam(*base, trace));  // outlives the devices
+    return base;
+  }();
+  return *seam;
 }
 #endif
 
@@ -174,6 +177,14 @@ GpuPaths gpu_paths() {
   if (auto gpus = rig::cuda::device_count(); !gpus) paths.cuda_none = gpus.error();
 #endif
   return paths;
+}
+
+Result<std::string> nv_driver_version() {
+#if RIG_DRIVER_NV
+  return nv::driver_version(nv_seam());
+#else
+  return std::unexpected(std::string("this rig is built without its NVIDIA driver (-Dnv=disabled)"));
+#endif
 }
 
 std::vector<std::string> device_names() {

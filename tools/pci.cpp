@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#ifndef RIG_STATIC_BUNDLE  // a static bundle has no libpci (Debian ships it shared only)
 extern "C" {
 #include <pci/pci.h>
 }
+#endif
 #include <xf86drm.h>
 
 #include <algorithm>
@@ -44,6 +46,7 @@ std::string lowercase(std::string_view s) {
   return out;
 }
 
+#ifndef RIG_STATIC_BUNDLE
 // libpci reports through two callbacks of the access, which carry no context: an error must
 // not return, so it throws this, which unwinds through libpci's frames (its C is built with
 // unwind tables); a warning is kept in the notes of the scan in progress on this thread.
@@ -86,8 +89,9 @@ std::string name_of(pci_access* a, int flags, Ids... ids) {
   const char* got = pci_lookup_name(a, text, sizeof text, flags | PCI_LOOKUP_NO_HWDB, int(ids)...);
   return got ? got : "";
 }
+#endif
 
-bool is_gpu_class(std::uint16_t class_id) {
+[[maybe_unused]] bool is_gpu_class(std::uint16_t class_id) {
   return class_id >> 8 == display_class || class_id >> 8 == accelerator_class;
 }
 
@@ -151,6 +155,11 @@ PciScan scan_gpus(const std::string& sysfs_pci, const RenderNodes& render_nodes)
     scan.notes.push_back(fmt::format("no PCI bus here: {}/devices is absent", sysfs_pci));
     return scan;
   }
+#ifdef RIG_STATIC_BUNDLE
+  (void)render_nodes;
+  scan.notes.push_back("this rig is a static bundle, built without libpci: it lists no GPU of the PCI bus");
+  return scan;
+#else
   std::unique_ptr<pci_access, PciCleanup> access(pci_alloc());
   if (!access) {
     scan.notes.push_back("cannot list the PCI bus: libpci could not start");
@@ -202,6 +211,7 @@ PciScan scan_gpus(const std::string& sysfs_pci, const RenderNodes& render_nodes)
                                      a->id_file_name));
   std::sort(scan.gpus.begin(), scan.gpus.end(), [](const PciGpu& x, const PciGpu& y) { return x.address < y.address; });
   return scan;
+#endif
 }
 
 std::vector<std::string> opened_as(const PciGpu& gpu, const Reach& reach) {

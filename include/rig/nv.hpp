@@ -90,6 +90,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,6 +110,41 @@ struct GpuInfo {
 // The GPUs CARD_INFO lists through `seam`, in order; Error if /dev/nvidiactl cannot be opened
 // or the ioctl fails.
 Result<std::vector<GpuInfo>> gpus(os::Seam& seam = os::system());
+
+// The NVIDIA kernel driver's version ("580.142"), as the driver reads it when it opens a GPU;
+// Error if /dev/nvidiactl cannot be opened or neither way of asking answers.
+Result<std::string> driver_version(os::Seam& seam = os::system());
+
+// A seam that passes every call to `inner` and notes each: opens, closes, maps, and each ioctl
+// with what it is (the RM escape and what it names, or the UVM ioctl) and the answer, RM's or
+// UVM's status by name ("ioctl 5 (/dev/nvidiactl) RM_CONTROL 0x20800403 on 0xc1d00002 (8 bytes):
+// NV_OK (0x0) -> 0"). Each line is appended to the file at `path` as it is noted (none where
+// the file cannot be opened), so a trace survives a crash; lines() gives the last 4096. Polls,
+// reads and eventfds pass unnoted. For `rig devices` and the device check (RIG_NV_TRACE).
+class TracingSeam final : public os::Seam {
+ public:
+  TracingSeam(os::Seam& inner, const std::string& path);
+  ~TracingSeam() override;
+  int open(const char* path, int flags) override;
+  int close(int fd) override;
+  int ioctl(int fd, unsigned long request, void* arg) override;
+  std::expected<void*, int> mmap(void* addr, std::size_t length, int prot, int flags, int fd, off_t offset) override;
+  int munmap(void* addr, std::size_t length) override;
+  int poll(pollfd* fds, nfds_t count, int timeout_ms) override;
+  ssize_t read(int fd, void* buffer, std::size_t n) override;
+  int eventfd(unsigned initial, int flags) override;
+  std::vector<std::string> lines() const;
+
+ private:
+  static constexpr std::size_t kKept = 4096;
+  std::string describe(int fd, unsigned long request, const void* arg, int result) const;
+  void note(const std::string& line);
+  os::Seam& inner_;
+  int out_;
+  mutable std::mutex lock_;
+  std::map<int, std::string> paths_;
+  std::vector<std::string> lines_;
+};
 
 struct Options {
   std::optional<int> hang_ms = 10'000;  // the facts' hang_ms

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 using namespace rig;
 namespace nvsim = rig::sim::nv;
@@ -280,6 +281,18 @@ struct Region {
   std::uint64_t address;
   std::uint8_t* host;
 };
+// The fault sleep raises while waiting (at most 5 s) for value v, or "".
+std::string fault_of(edge::Driver& d, std::uint64_t v) {
+  for (int i = 0; i < 500; ++i) {
+    try {
+      d.sleep(v, std::chrono::milliseconds(10));
+    } catch (const edge::Fault& f) {
+      return f.what();
+    }
+  }
+  return "";
+}
+
 Region mapped(edge::Driver& d, std::size_t n) {
   auto r = d.alloc(Memory::Mapped, n);
   REQUIRE(r);
@@ -550,14 +563,7 @@ TEST_CASE("a channel that faults loses the device, naming the Xid and the queue;
   rig_part part{};
   part.queue = 1, part.kind = RIG_KIND_WORDS, part.work.words = {p.words().data(), p.words().size()};
   t.run(&part, 1, 1, nullptr, 0, false);
-  std::string fault;
-  for (int i = 0; i < 500 && fault.empty(); ++i) {
-    try {
-      d->sleep(1, std::chrono::milliseconds(10));
-    } catch (const edge::Fault& f) {
-      fault = f.what();
-    }
-  }
+  const std::string fault = fault_of(*d, 1);
   CHECK(fault == "a graphics engine class error (Xid 69) in COMPUTE:0, value 1 part 0");
   CHECK_THROWS_WITH_AS(d->sleep(1, std::chrono::milliseconds(1)), fault.c_str(), edge::Fault);  // it stays
   auto a = mapped(*other, 4096);
@@ -581,14 +587,7 @@ TEST_CASE("a copy engine's MMU fault names COPY:0, the value and the part it sto
   // Part 1 writes where nothing is mapped (inside the driver's heap, past its regions).
   rig_part parts[2] = {words, copy_part(0, 0x70'0000'0000ull, &box, 1, 0x22)};
   t.run(parts, 2, 3, nullptr, 0, false);
-  std::string fault;
-  for (int i = 0; i < 500 && fault.empty(); ++i) {
-    try {
-      d->sleep(3, std::chrono::milliseconds(10));
-    } catch (const edge::Fault& f) {
-      fault = f.what();
-    }
-  }
+  const std::string fault = fault_of(*d, 3);
   CHECK(fault == "an MMU fault (Xid 31) in COPY:0, value 3 part 1");
 }
 
@@ -677,6 +676,50 @@ TEST_CASE("closing frees every RM object, UVM range and channel registration, CP
   d->stop("lost");
   CHECK(has(nv::objects_of(*d).error(), "closed"));
   d.reset();
+  CHECK(sim.live_objects() == 0);
+}
+
+TEST_CASE("a tracing seam notes each call with RM's and UVM's statuses; UVM lets go of the channels before RM frees them") {
+  nvsim::Simulator sim;
+  char path[] = "/tmp/rig-nv-trace-XXXXXX";
+  const int file = ::mkstemp(path);
+  REQUIRE(file >= 0);
+  ::close(file);
+  std::vector<std::string> lines;
+  {
+    nv::TracingSeam traced(sim, path);
+    auto made = nv::opener(0, traced).make(word());
+    REQUIRE_MESSAGE(made, made.error());
+    auto d = std::move(*made);
+    CHECK(!d->alloc(Memory::Device, std::size_t(1) << 40));  // RM refuses it: NV_ERR_NO_MEMORY
+    d.reset();
+    lines = traced.lines();
+  }
+  auto index_of = [&](std::string_view part, std::size_t from = 0) {
+    for (std::size_t i = from; i < lines.size(); ++i)
+      if (has(lines[i], part)) return i;
+    return lines.size();
+  };
+  CHECK(index_of("open /dev/nvidiactl -> ") == 0);
+  CHECK(index_of("UVM_REGISTER_GPU_VASPACE: NV_OK (0x0) -> 0") < lines.size());
+  const auto registered = index_of("UVM_REGISTER_CHANNEL: NV_OK");
+  CHECK(index_of("UVM_REGISTER_CHANNEL: NV_OK", registered + 1) < lines.size());  // both channels
+  CHECK(index_of("RM_ALLOC class 0x40 under") < lines.size());
+  CHECK(index_of("NV_ERR_NO_MEMORY") < lines.size());
+  const auto unregistered = index_of("UVM_UNREGISTER_CHANNEL: NV_OK");
+  const auto second = index_of("UVM_UNREGISTER_CHANNEL: NV_OK", unregistered + 1);
+  REQUIRE(second < lines.size());
+  // The channel group, which holds the channels, is the first object RM frees, after both.
+  CHECK(index_of("RM_FREE") > second);
+  CHECK(index_of("RM_FREE") < lines.size());
+  // The file has every line as it was noted.
+  std::FILE* f = std::fopen(path, "r");
+  REQUIRE(f);
+  std::size_t in_file = 0;
+  for (int c; (c = std::fgetc(f)) != EOF;) in_file += c == '\n';
+  std::fclose(f);
+  ::unlink(path);
+  CHECK(in_file == lines.size());
   CHECK(sim.live_objects() == 0);
 }
 
