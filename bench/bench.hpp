@@ -69,13 +69,20 @@ std::vector<Figure> ptx(const Options&);
 
 // Why a bench cannot run on `device`, or nullopt where it can. Each bench that takes a
 // device has one; `rig bench` asks it before running anything.
-// roundtrip, grid, batch: the device must launch, and these benches must carry a kernel it
-// loads (they carry one for the host device only).
+// load, and submit's launch: the device must launch, and be the host device, whose kernel (the
+// demo's ELF object) these benches carry.
 std::optional<std::string> refuses_launch(const Device&);
 // True iff one of `device`'s queues runs work of kind `kind`.
 bool runs(const Device& device, Kind kind);
+// roundtrip, grid, batch: the device must launch, and these benches must carry an empty kernel
+// it loads: for the host device (the demo's ELF object), and for NVIDIA devices of sm_90 or
+// sm_80 (`empty` of tests/cuda/kernels.cu, nvcc's fatbin).
+std::optional<std::string> refuses_empty_kernel(const Device&);
+// The fatbin of tests/cuda/kernels.cu for `arch` ("sm_90", "sm_80") the benches carry, empty
+// for another arch; a simulated GPU registers it so that its engines know the kernels.
+std::span<const std::byte> nvidia_kernels(std::string_view arch);
 // The empty kernel of the launch benches, loaded on `device`. Raises invalid_argument with
-// refuses_launch's reason where it gives one.
+// refuses_empty_kernel's reason where it gives one.
 Function empty_kernel(const Device& device);
 // submit: a launch as above, or else a copy part on a device that copies.
 std::optional<std::string> refuses_submit(const Device&);

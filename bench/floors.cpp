@@ -12,8 +12,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#ifndef RIG_STATIC_BUNDLE  // a static bundle has no OpenCL loader (Debian ships it shared only)
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
+#endif
 #include <omp.h>
 
 namespace rig::bench {
@@ -51,6 +53,11 @@ Spread spin_hand_off(int repeats, std::uint64_t n, rig_host_kernel* kernel, int 
 }
 
 std::optional<Spread> opencl_empty_kernel(int repeats, std::uint64_t n, std::string& why) {
+#ifdef RIG_STATIC_BUNDLE
+  (void)repeats, (void)n;
+  why = "this rig is a static bundle, built without OpenCL";
+  return std::nullopt;
+#else
   cl_platform_id platform;
   cl_uint count = 0;
   if (clGetPlatformIDs(1, &platform, &count) != CL_SUCCESS || count == 0) {
@@ -84,6 +91,7 @@ std::optional<Spread> opencl_empty_kernel(int repeats, std::uint64_t n, std::str
   clReleaseCommandQueue(queue);
   clReleaseContext(context);
   return s;
+#endif
 }
 
 Spread openmp_empty_region(int repeats, std::uint64_t n, int threads) {

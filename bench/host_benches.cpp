@@ -1,6 +1,6 @@
 // Launch benches: a launch's round trip, an empty grid over every worker, and a batch of 64
-// launches in one submission, each of an empty kernel, on the host device (the only device
-// these benches carry a kernel for).
+// launches in one submission, each of an empty kernel, on the host device or an NVIDIA device
+// (sm_90, sm_80), the devices these benches carry a kernel for.
 #include <rig/host_kernel.h>
 #include <rig/rig.hpp>
 
@@ -14,12 +14,16 @@
 
 extern const unsigned char rig_demo_object[];
 extern const std::size_t rig_demo_object_size;
+extern const unsigned char rig_bench_nv_kernels_sm_80[], rig_bench_nv_kernels_sm_90[];
+extern const std::size_t rig_bench_nv_kernels_sm_80_size, rig_bench_nv_kernels_sm_90_size;
 
 namespace rig::bench {
 namespace {
 
 // Launches in the batch bench's one submission.
 constexpr int kBatch = 64;
+// Round trips on a GPU (whose launches a simulator may run a thousand times slower).
+constexpr std::uint64_t kGpuRounds = 1000;
 
 // `name`, marked with the device where it is not the host device, these benches' own.
 std::string named(std::string name, const Device& d) { return d == host() ? name : on(std::move(name), d); }
@@ -37,11 +41,29 @@ Spread launch_and_wait(const Device& d, int repeats, std::uint64_t n, std::uint3
 
 }  // namespace
 
+std::span<const std::byte> nvidia_kernels(std::string_view arch) {
+  if (arch == "sm_90") return {reinterpret_cast<const std::byte*>(rig_bench_nv_kernels_sm_90), rig_bench_nv_kernels_sm_90_size};
+  if (arch == "sm_80") return {reinterpret_cast<const std::byte*>(rig_bench_nv_kernels_sm_80), rig_bench_nv_kernels_sm_80_size};
+  return {};
+}
+
 Function empty_kernel(const Device& d) {
-  if (auto why = refuses_launch(d)) throw std::invalid_argument(*why);
-  auto image = Image::load(d, std::span(reinterpret_cast<const std::byte*>(rig_demo_object), rig_demo_object_size));
+  if (auto why = refuses_empty_kernel(d)) throw std::invalid_argument(*why);
+  const bool on_host = d == host();
+  auto image = Image::load(d, on_host ? std::span(reinterpret_cast<const std::byte*>(rig_demo_object), rig_demo_object_size)
+                                      : nvidia_kernels(d.arch()));
   if (!image) throw std::runtime_error(image.error());
-  return *image->resolve("demo_empty");
+  auto f = image->resolve(on_host ? "demo_empty" : "empty");
+  if (!f) throw std::runtime_error(fmt::format("{}: the benches' kernels have no empty kernel", d.name()));
+  return *f;
+}
+
+std::optional<std::string> refuses_empty_kernel(const Device& d) {
+  if (auto why = refuses_launch(d); !why || d.queues().empty() || !runs(d, Kind::Launch)) return why;
+  if (!nvidia_kernels(d.arch()).empty()) return std::nullopt;
+  return fmt::format("the launch benches carry an empty kernel for the host device (CPU, an x86-64 ELF object) and "
+                     "for NVIDIA devices of sm_90 and sm_80 only, none for {} (arch {})",
+                     d.name(), d.arch());
 }
 
 std::optional<std::string> refuses_launch(const Device& d) {
@@ -62,7 +84,7 @@ std::optional<std::string> refuses_launch(const Device& d) {
 
 std::vector<Figure> roundtrip(const Options& o) {
   const Device d = o.device.value_or(host());
-  const std::uint64_t n = 20000;
+  const std::uint64_t n = d == host() ? 20000 : kGpuRounds;
   std::vector<Figure> out;
   if (d.name().find('@') != std::string::npos) {
     // A remote device: beside UCX's own active-message round trip.
@@ -76,7 +98,7 @@ std::vector<Figure> roundtrip(const Options& o) {
   Spread rig = launch_and_wait(d, o.repeats, n, 1);
   Spread ping = spin_ping_pong(o.repeats, n);
   out.push_back(make_figure(named("roundtrip", d), rig, "ns", ping, "two-thread atomic ping-pong",
-                            "launch + wait of an empty one-group kernel on the host device"));
+                            fmt::format("launch + wait of an empty one-group kernel on {}", d.name())));
   std::string why;
   if (auto cl = opencl_empty_kernel(o.repeats, 2000, why)) {
     out.push_back(make_figure(named("roundtrip-vs-opencl", d), rig, "ns", *cl, "OpenCL (PoCL) enqueue + finish",
@@ -100,7 +122,7 @@ std::vector<Figure> grid(const Options& o) {
 
 std::vector<Figure> batch(const Options& o) {
   const Device d = o.device.value_or(host());
-  const std::uint64_t n = 4000;
+  const std::uint64_t n = d == host() ? 4000 : kGpuRounds / kBatch;
   Function kernel = empty_kernel(d);
   std::vector<Submission::Part> parts(kBatch, Submission::Part{"", {}, Submission::Launch{kernel, 0, {}}});
   auto s = Submission::make(d, parts, 0, 0);
@@ -109,6 +131,14 @@ std::vector<Figure> batch(const Options& o) {
   Spread rig = measure(o.repeats, n, [&](std::uint64_t k) {
     for (std::uint64_t i = 0; i < k; ++i) submit(s, run, {}, {}).wait();
   });
+  if (d != host()) {
+    // The host cannot learn that another agent's work is done faster than a spin hand-off.
+    Spread ping = spin_ping_pong(o.repeats, n);
+    return {make_figure(named("batch", d), rig, "ns", ping, "two-thread atomic ping-pong",
+                        fmt::format("one submission of {} launches of an empty one-group kernel + wait, on {} (ns per "
+                                    "submission)",
+                                    kBatch, d.name()))};
+  }
   // The floor: what the host device cannot avoid doing for the same work: hand it to
   // another thread, which calls the kernel 64 times, and learn that it is done.
   Spread floor = spin_hand_off(o.repeats, n, reinterpret_cast<rig_host_kernel*>(kernel.entry()), kBatch);

@@ -11,30 +11,35 @@
 
 namespace rig::nv::driver {
 
-const rig_driver Device::kTable{room, submit, commit, nullptr, nullptr};
+const rig_driver Device::kTable{room, submit, commit, settle, nullptr};
 
 std::string Device::failed(std::string_view step, const std::string& why) const {
   return fmt::format("{}: {}: {}", name_, step, why);
 }
 
-Result<void> Device::check_version() {
-  // CHECK_VERSION_STR's QUERY answers the kernel driver's version without judging ours; where
-  // it fails, the legacy GET_BUILD_VERSION control (which gVisor's nvproxy allows) does.
-  std::string version;
+namespace {
+// The kernel driver's version through rm's control file and client: CHECK_VERSION_STR's QUERY
+// answers it without judging ours; where it fails, the legacy GET_BUILD_VERSION control (which
+// gVisor's nvproxy allows) does.
+Result<std::string> read_version(Rm& rm) {
   RmApiVersion q{kVersionQuery, 0, {}};
-  if (auto r = rm_.escape(rm_.ctl, kEscCheckVersion, &q, sizeof q, "CHECK_VERSION_STR"); r && q.reply == kVersionRecognized) {
-    version.assign(q.versionString, strnlen(q.versionString, sizeof q.versionString));
-  } else {
-    char driver[64]{}, build[64]{}, title[64]{};
-    BuildVersionParams b{sizeof driver, 0, reinterpret_cast<std::uint64_t>(driver),
-                         reinterpret_cast<std::uint64_t>(build), reinterpret_cast<std::uint64_t>(title), 0, 0};
-    auto legacy = rm_.control(rm_.root, kCtrlBuildVersion, &b, sizeof b, "GET_BUILD_VERSION");
-    if (!legacy)
-      return std::unexpected(failed("reading the kernel driver's version",
-                                    (r ? std::string("CHECK_VERSION_STR did not answer") : r.error()) + "; " +
-                                        legacy.error()));
-    version.assign(driver, strnlen(driver, sizeof driver));
-  }
+  if (auto r = rm.escape(rm.ctl, kEscCheckVersion, &q, sizeof q, "CHECK_VERSION_STR"); r && q.reply == kVersionRecognized)
+    return std::string(q.versionString, strnlen(q.versionString, sizeof q.versionString));
+  else if (!r && !rm.root)
+    return std::unexpected(r.error());
+  char driver[64]{}, build[64]{}, title[64]{};
+  BuildVersionParams b{sizeof driver, 0, reinterpret_cast<std::uint64_t>(driver),
+                       reinterpret_cast<std::uint64_t>(build), reinterpret_cast<std::uint64_t>(title), 0, 0};
+  if (auto legacy = rm.control(rm.root, kCtrlBuildVersion, &b, sizeof b, "GET_BUILD_VERSION"); !legacy)
+    return std::unexpected("CHECK_VERSION_STR did not answer; " + legacy.error());
+  return std::string(driver, strnlen(driver, sizeof driver));
+}
+}  // namespace
+
+Result<void> Device::check_version() {
+  auto read = read_version(rm_);
+  if (!read) return std::unexpected(failed("reading the kernel driver's version", read.error()));
+  const std::string version = *read;
   const std::string branch = version.substr(0, version.find('.'));
   if (branch == kKnownBranch) return {};
   const char* ok = std::getenv(kVersionOverride);
@@ -168,6 +173,18 @@ Result<void> Device::open() {
   return {};
 }
 
+Result<Block> Device::placed_sysmem(std::uint64_t bytes, std::string_view what) {
+  auto memory = make_memory(kSysmem, bytes);
+  if (!memory) return std::unexpected(failed(fmt::format("making {}", what), memory.error()));
+  auto placed = place(*memory, bytes, true);
+  if (!placed) {
+    rm_.free(*memory);
+    return std::unexpected(failed(fmt::format("mapping {}", what), placed.error()));
+  }
+  std::memset(placed->host, 0, bytes);
+  return placed;
+}
+
 Result<void> Device::make_channels() {
   GroupParams g{};
   g.engineType = kEngineGraphics;
@@ -232,16 +249,26 @@ Result<void> Device::make_channels() {
                              "GPFIFO_GET_WORK_SUBMIT_TOKEN");
         !r)
       return std::unexpected(failed(i == 0 ? "the compute channel" : "the copy channel", r.error()));
+    const std::uint64_t range = take_heap(kChannelRangeBytes);
+    if (!range) return std::unexpected(failed("registering a channel with UVM", "the driver's part of the VA space is full"));
+    UvmRegisterChannel rc{};
+    std::memcpy(rc.uuid, uuid_, sizeof uuid_);
+    rc.rmCtrlFd = rm_.ctl, rc.hClient = rm_.root, rc.hChannel = ch.handle, rc.base = range;
+    rc.length = kChannelRangeBytes, rc.rmStatus = ~0u;
+    if (auto r = rm_.uvm_call(kUvmRegisterChannel, &rc, &rc.rmStatus, "UVM_REGISTER_CHANNEL"); !r) {
+      give_heap(range, kChannelRangeBytes);
+      return std::unexpected(failed(i == 0 ? "registering the compute channel with UVM"
+                                           : "registering the copy channel with UVM", r.error()));
+    }
+    ch.uvm_range = range;
   }
-  auto control = make_memory(kSysmem, kPage);
-  if (!control) return std::unexpected(failed("making the sequence words", control.error()));
-  auto placed_control = place(*control, kPage, true);
-  if (!placed_control) {
-    rm_.free(*control);
-    return std::unexpected(failed("mapping the sequence words", placed_control.error()));
-  }
-  control_ = *placed_control;
-  std::memset(control_.host, 0, kPage);
+  auto control = placed_sysmem(kPage, "the sequence words");
+  if (!control) return std::unexpected(control.error());
+  control_ = *control;
+  auto stamps = placed_sysmem(kStampsBytes, "the stamps' slots");
+  if (!stamps) return std::unexpected(stamps.error());
+  stamps_ = *stamps;
+  if (auto r = correlate(); !r) return std::unexpected(failed("reading the GPU's timer", r.error()));
   if (auto r = map_windows(); !r) return r;
   if (auto r = make_events(); !r) return r;
   std::uint8_t enable[3] = {1, 0, 0};  // NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS: bEnable, bSkipSubmit, bSkipEnable
@@ -322,6 +349,7 @@ edge::Facts Device::facts() {
   f.word = word_;
   f.edge = &edge_;
   f.bus = bus_;
+  f.capability = abi_capability();
   return f;
 }
 
@@ -330,11 +358,21 @@ void Device::stop(std::string_view) {
   stopped_ = true, open_ = false;
   // The channel group (its channels with it) before the memory their rings lie in. The
   // regions and the client stay until rig frees them (and the driver is destroyed).
+  // UVM lets go of the channels before RM frees them.
+  for (Channel* c : {&compute_, &copy_})
+    if (c->uvm_range) {
+      UvmUnregisterChannel u{};
+      std::memcpy(u.uuid, uuid_, sizeof uuid_);
+      u.hClient = rm_.root, u.hChannel = c->handle, u.rmStatus = ~0u;
+      rm_.uvm_call(kUvmUnregisterChannel, &u, &u.rmStatus, "UVM_UNREGISTER_CHANNEL");
+      give_heap(c->uvm_range, kChannelRangeBytes), c->uvm_range = 0;
+    }
   if (group_) rm_.free(group_), group_ = 0;
-  for (Block* b : {&channel_memory_, &compute_.push, &copy_.push, &control_})
+  for (Block* b : {&channel_memory_, &compute_.push, &copy_.push, &control_, &stamps_})
     if (b->memory) drop(*b), *b = {};
   for (Block& b : window_blocks_) drop(b);
   window_blocks_.clear(), windows_.clear(), flights_.clear();
+  for (Timed& t : timed_) t = {};  // the values' work is gone: no stamps to read
   if (usermode_page_) unmap_cpu(subdevice_, usermode_, usermode_page_, kUsermodeBytes, usermode_fd_, usermode_linear_);
   usermode_page_ = nullptr, usermode_fd_ = -1;
   for (int i = 0; i < 2; ++i) {
@@ -367,6 +405,7 @@ void Device::close() {
     blocks_.clear();
     for (auto& [host, m] : host_maps_) drop(m.block);
     host_maps_.clear();
+    drop_code();
   }
   // Freeing the client frees every object under it (RM_FREE takes the subtree).
   if (rm_.root) rm_.free(rm_.root), rm_.root = 0;
@@ -403,11 +442,22 @@ Result<std::vector<GpuInfo>> gpus(os::Seam& seam) {
   return out;
 }
 
+Result<std::string> driver_version(os::Seam& seam) {
+  driver::Rm rm(seam);
+  rm.ctl = seam.open("/dev/nvidiactl", O_RDWR);
+  if (rm.ctl < 0) return std::unexpected(fmt::format("cannot open /dev/nvidiactl: {}", os::describe(rm.ctl)));
+  auto root = rm.alloc(0, driver::kRootClient, nullptr, 0, "making a client");
+  if (root) rm.root = *root;
+  auto version = driver::read_version(rm);
+  if (rm.root) rm.free(rm.root);
+  seam.close(rm.ctl);
+  return version;
+}
+
 Result<Objects> objects_of(edge::Driver& driver) {
-  auto* device = dynamic_cast<driver::Device*>(&driver);
-  if (!device) return std::unexpected(std::string("not a device of rig's NVIDIA driver"));
-  if (!device->is_open()) return std::unexpected(std::string("the device is closed"));
-  return device->objects();
+  auto device = driver::open_device(driver);
+  if (!device) return std::unexpected(device.error());
+  return (*device)->objects();
 }
 
 }  // namespace rig::nv

@@ -15,9 +15,10 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
+#include <array>
 #include <map>
 #include <span>
 #include <memory>
@@ -25,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "launch.hpp"
 #include "rm.hpp"
 
 namespace rig::nv::driver {
@@ -64,6 +66,12 @@ constexpr std::uint64_t kChannelMemoryBytes = kUserdAt + 2 * kUserdBytes;
 // but a non-PIE program's image; map_host refuses host memory inside it.
 constexpr std::uint64_t kHeapBase = 1ull << 32, kHeapEnd = 1ull << 40;
 
+// The part of the GPU's VA space each channel is registered with UVM for (UVM_REGISTER_CHANNEL,
+// facts step 19: UVM then knows the channel, so that it can take the channel's faults on the
+// external ranges); taken from the driver's heap. How much RM places there on a real GPU is an
+// open question: 64 MiB is a guess that leaves room.
+constexpr std::uint64_t kChannelRangeBytes = 64ull << 20;
+
 // The push buffers: a ring of system memory per channel, written by the CPU.
 constexpr std::uint64_t kPushBytes = 1 << 20;
 // The subchannels the engines are bound to (facts: bring-up step 21).
@@ -73,11 +81,22 @@ constexpr std::uint64_t kBindWords = 4;      // SET_OBJECT
 constexpr std::uint64_t kAcquireWords = 8;   // a host semaphore acquire
 constexpr std::uint64_t kReleaseWords = 8;   // a host semaphore release
 constexpr std::uint64_t kBoxWords = 24;      // a copy or fill of one row or box
-constexpr std::uint64_t kEndWords = kReleaseWords + 4;
-constexpr std::uint32_t kFillWords = 4096;  // what a Fill may write that gives no ring_units  // the timeline release and NON_STALL_INTERRUPT
+constexpr std::uint64_t kEndWords = kReleaseWords + 4;  // the timeline release and NON_STALL_INTERRUPT
+constexpr std::uint32_t kFillWords = 4096;  // what a Fill may write that gives no ring_units
+// A timed value's extra words on the compute channel: its start and end stamps and the release
+// the copy channel waits on before its first part; on the copy channel, that acquire.
+constexpr std::uint64_t kTimedWords = 3 * kReleaseWords;
 // The control page's words: each channel's sequence word (64-bit), which it releases for the
 // other channel to acquire.
 constexpr std::uint64_t kComputeSequence = 0, kCopySequence = 8;
+
+// The stamps: a slot per value in flight (a value takes a GP entry of the compute ring, so
+// fewer than kGpEntries are in flight), each two 16-byte semaphore records (payload v, then
+// the GPU's timer in ns) written at the value's start and end.
+constexpr std::uint64_t kStampSlots = kGpEntries, kStampSlotBytes = 32;
+constexpr std::uint64_t kStampsBytes = kStampSlots * kStampSlotBytes;
+// How often settle reads the GPU's timer again, so that the clocks' drift stays small.
+constexpr std::uint64_t kCorrelateEveryNs = 1'000'000'000;
 
 // A region: RM memory, its GPU range and its CPU mapping, if any.
 struct Block {
@@ -107,6 +126,7 @@ struct Channel {
   std::uint64_t gp_tail = 0;         // GP entries done
   std::uint64_t sequence = 0;        // the last value of its sequence word released
   bool bound = false;                // its engine class is bound (SET_OBJECT)
+  std::uint64_t uvm_range = 0;       // the VA range UVM knows it by (UVM_REGISTER_CHANNEL), or 0
   std::uint32_t engine_class = 0, subchannel = 0;
   std::vector<std::uint32_t> words;  // the value being encoded
 };
@@ -115,12 +135,29 @@ struct Channel {
 struct Flight {
   std::uint64_t value = 0;
   std::uint64_t push_end[2]{}, gp_end[2]{};
+  std::uint64_t launch_end = 0;  // the launch ring's head after it
 };
 
 // Host memory the GPU sees at an address of the driver's (rig_words, the timeline word).
 struct Window {
   std::uintptr_t host = 0;
   std::uint64_t bytes = 0, address = 0;
+};
+
+// The values in flight, oldest first, in storage of their own: each ends on the compute
+// channel, whose ring room keeps below kGpEntries entries, so no more are ever in flight and
+// the hand-over allocates nothing.
+class Flights {
+ public:
+  bool empty() const { return head_ == tail_; }
+  const Flight& front() const { return slots_[tail_ % kGpEntries]; }
+  void pop_front() { ++tail_; }
+  void push_back(const Flight& f) { slots_[head_++ % kGpEntries] = f; }
+  void clear() { head_ = tail_ = 0; }
+
+ private:
+  std::array<Flight, kGpEntries> slots_{};
+  std::uint64_t head_ = 0, tail_ = 0;
 };
 
 class Device;
@@ -155,11 +192,15 @@ class Device final : public edge::Driver {
 
   bool is_open() const { return open_; }
   Objects objects() const { return {rm_.root, vaspace_}; }
+  ComputeRings compute_rings() const {
+    return {compute_.push.host, kPushBytes, compute_.push_head, launch_ring_.host, kLaunchRingBytes, launch_head_};
+  }
 
   static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why);
   static int submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
                     std::uint32_t wait_count, std::uint64_t v, std::uint64_t* times, const char** failure);
   static int commit(void*, std::uint64_t, const char**) { return RIG_OK; }
+  static int settle(void* edge, std::uint64_t v, std::uint64_t* times, const char** failure);
   static const rig_driver kTable;
 
  private:
@@ -168,6 +209,8 @@ class Device final : public edge::Driver {
   // ---- device.cpp
   Result<void> check_version();
   Result<void> make_channels();
+  // System memory of `bytes` placed for the GPU and the CPU, zeroed; Error naming `what`.
+  Result<Block> placed_sysmem(std::uint64_t bytes, std::string_view what);
   // Stops the device (stop), then frees every RM object, UVM range and CPU mapping, and
   // closes the files; idempotent.
   void close();
@@ -185,10 +228,54 @@ class Device final : public edge::Driver {
   // Bytes channel c's push buffer takes for `bytes` more from its head: those skipped to its
   // start where they would straddle its end, and theirs.
   std::uint64_t push_cost(const Channel& c, std::uint64_t bytes) const;
-  int plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, std::uint64_t words[2], char* why) const;
+  // The words of each channel (bounds) and the launch ring's bytes the parts take, or RIG_NEVER.
+  int plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits, std::uint64_t words[2],
+           std::uint64_t& launch_bytes, char* why) const;
   void put(Channel& c, std::span<const std::uint32_t> w) { c.words.insert(c.words.end(), w.begin(), w.end()); }
   void sync(int from, int to);
-  void hand_over(Channel& c);
+  // Puts the value's words on channel c's ring; `tag` is what the entry holds (entry_tags_).
+  void hand_over(Channel& c, std::uint64_t tag);
+  // ", value 12 part 0" for the value channel `ch` (0 compute, 1 copy) stopped in: the first
+  // one the word does not show that has an entry on it (each channel runs its entries in
+  // order, and a value's entries end before its word); its part where the entry holds one.
+  std::string fault_place(int ch) const;
+  // Timing: the GPU's timer against rig_now_ns (TIMER_GET_TIME between two host readings, the
+  // tightest of a few); a GPU time in ns on the host's clock; value `value`'s stamps written
+  // into `times` (Error if a stamp is not the value's).
+  Result<void> correlate();
+  std::uint64_t gpu_to_host(std::uint64_t gpu_ns) const;
+  Result<void> convert(std::uint64_t value, std::uint64_t* times);
+  // Writes the GP entry of `words` words at `address` and rings the channel's doorbell.
+  void ring(Channel& c, std::uint64_t address, std::uint32_t words);
+
+  // ---- launch.cpp
+  // Room's checks of launch part i against its kernel's and the GPU's limits: RIG_FITS, or
+  // RIG_NEVER naming the part, the limit and the value asked.
+  int check_launch(const rig_part& p, std::uint32_t i, char* why) const;
+  // Bytes of the launch ring a launch of `k` takes (bank 0 and its QMD), and what `bytes` more
+  // take from `head` on: those skipped to its start where they would straddle its end, and theirs.
+  std::uint64_t slot_bytes(const Kernel& k) const;
+  std::uint64_t launch_cost(std::uint64_t head, std::uint64_t bytes) const;
+  // Writes launch `l` (bank 0 and the QMD) into the launch ring and its methods on the compute
+  // channel's words.
+  void encode_launch(Channel& c, const rig_launch& l);
+  // The lone launch value: `parts` is one launch alone, with no waits, of the geometry its
+  // kernel was built for last, and submit may copy its prebuilt words.
+  const Kernel* lone_launch(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
+  bool lone_fits(const Kernel& k) const;
+  void submit_lone(const Kernel& k, const rig_launch& l, std::uint64_t v);
+  void build_launch(const Kernel& k, const rig_launch& l);
+  // Bank 0 and the QMD of `l` into the ring's next slot; returns the QMD's GPU address.
+  std::uint64_t place_launch(const Kernel& k, const rig_launch& l);
+
+  // ---- code.cpp
+  const LaunchLimits& limits() const;  // the GPU generation's
+  // The record compiled code reads (rig/nv_abi.hpp), read from RM once.
+  edge::Capability abi_capability();
+  // The launch ring, made on the first entry; false when RM has no memory for it.
+  bool make_launch_ring();
+  // Frees every image's memory and the launch ring (close).
+  void drop_code();
 
   // ---- memory.cpp
   // A block of RM memory `memory` of `bytes` (whole pages): mapped in the GPU's VA space (at
@@ -237,9 +324,41 @@ class Device final : public edge::Driver {
   Channel compute_, copy_;  // channel 0 is COMPUTE's (queue 1), channel 1 COPY's (queue 0)
   Channel* channel_of(std::uint32_t queue) { return queue == 0 ? &copy_ : &compute_; }
   Block control_;           // the sequence words
+  Block stamps_;            // the timed values' stamps (kStampSlots slots)
+  // The value whose pair of times each stamp slot holds, until they are written (settle, or
+  // the submit that takes the slot again).
+  struct Timed {
+    std::uint64_t value = 0;
+    std::uint64_t* times = nullptr;
+  };
+  std::vector<Timed> timed_ = std::vector<Timed>(kStampSlots);
+  std::int64_t gpu_to_host_ns_ = 0;   // host ns − GPU ns at the last correlation
+  std::uint64_t correlated_at_ = 0;   // rig_now_ns then (0: never)
+  std::uint64_t last_end_ = 0;        // the end of the value converted last, on the host's clock
   std::vector<Window> windows_;
   std::vector<Block> window_blocks_;
-  std::deque<Flight> flights_;
+  Flights flights_;
+  // What each GP entry of each ring (compute, copy) holds: its value in bits 47:0, in bits
+  // 63:48 the part where it holds one and kSeveralParts where more; written by submit before
+  // the doorbell, read by sleep when a channel faults.
+  static constexpr std::uint64_t kSeveralParts = 0xffff;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> entry_tags_[2]{
+      std::make_unique<std::atomic<std::uint64_t>[]>(kGpEntries),
+      std::make_unique<std::atomic<std::uint64_t>[]>(kGpEntries)};
+
+  // Images (code.cpp) and the launch ring (launch.cpp), which the timeline word reclaims as it
+  // does the push buffers.
+  struct LoadedImage {
+    Block memory;  // Mapped video memory: the kernels' code, the module's banks and globals
+    std::map<std::string, std::unique_ptr<Kernel>, std::less<>> kernels;
+  };
+  std::map<edge::ImageId, LoadedImage> images_;  // under memory_lock_
+  edge::ImageId next_image_ = 1;
+  const LaunchLimits* limits_ = nullptr;
+  std::uint32_t sm_count_ = 0;
+  Block launch_ring_;
+  std::uint64_t launch_head_ = 0, launch_tail_ = 0;  // bytes written and done, ever
+  bool windows_set_ = false;  // the compute channel's memory windows are set
 
   std::mutex memory_lock_;  // the regions and the heap
   std::map<std::uintptr_t, Block> blocks_;
@@ -254,5 +373,14 @@ class Device final : public edge::Driver {
   std::uint64_t heap_top_ = kHeapBase;
   std::multimap<std::uint64_t, std::uint64_t> heap_free_;  // bytes -> address
 };
+
+// The open device of rig's NVIDIA driver that `driver` is; Error if it is another driver's or
+// closed (objects_of, compute_rings_of).
+inline Result<Device*> open_device(edge::Driver& driver) {
+  auto* device = dynamic_cast<Device*>(&driver);
+  if (!device) return std::unexpected(std::string("not a device of rig's NVIDIA driver"));
+  if (!device->is_open()) return std::unexpected(std::string("the device is closed"));
+  return device;
+}
 
 }  // namespace rig::nv::driver

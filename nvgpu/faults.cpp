@@ -32,9 +32,25 @@ std::string Device::notified_fault() const {
     std::memcpy(&status, notifier_page_[i] + kNotifierStatus, 2);
     std::memcpy(&info32, notifier_page_[i] + kNotifierInfo32, 4);
     if (status != 0)
-      return fmt::format("{} (Xid {}) in {}", xid_name(info32), info32, i == 0 ? "COMPUTE:0" : "COPY:0");
+      return fmt::format("{} (Xid {}) in {}{}", xid_name(info32), info32, i == 0 ? "COMPUTE:0" : "COPY:0",
+                         fault_place(i));
   }
   return "";
+}
+
+std::string Device::fault_place(int ch) const {
+  const std::uint64_t done = __atomic_load_n(word_, __ATOMIC_ACQUIRE);
+  constexpr std::uint64_t kValueMask = (1ull << 48) - 1;
+  std::uint64_t first = 0;
+  for (std::uint32_t i = 0; i < kGpEntries; ++i) {
+    const std::uint64_t t = entry_tags_[ch][i].load(std::memory_order_relaxed);
+    const std::uint64_t v = t & kValueMask;
+    if (v > done && (first == 0 || v < (first & kValueMask))) first = t;
+  }
+  if (first == 0) return "";
+  const std::uint64_t part = first >> 48;
+  if (part == kSeveralParts) return fmt::format(", value {}", first & kValueMask);
+  return fmt::format(", value {} part {}", first & kValueMask, part);
 }
 
 void Device::sleep(std::uint64_t v, std::chrono::nanoseconds most) {

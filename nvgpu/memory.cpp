@@ -169,7 +169,7 @@ edge::Location Device::locate(edge::Region r) {
 edge::Mapping Device::map_host(std::uintptr_t host, std::size_t bytes) {
   if (!open_ || host % kPage || bytes == 0) return edge::Never{};
   const std::uint64_t size = round_up(bytes, kPage);
-  if (host < kHeapEnd && host + size > kHeapBase) return edge::Never{};  // where the driver's regions lie
+  if (host < kWindowsEnd && host + size > kHeapBase) return edge::Never{};  // the driver's regions and windows
   std::lock_guard lock(memory_lock_);
   const std::uintptr_t id = next_region_++;
   Block region;

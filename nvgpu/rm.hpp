@@ -35,7 +35,8 @@ constexpr unsigned long escape(unsigned nr, std::size_t size) {
   return (3ul << 30) | (static_cast<unsigned long>(size) << 16) | (unsigned('F') << 8) | nr;
 }
 // UVM's ioctl numbers are plain integers (uvm_ioctl.h); INITIALIZE is UVM_INITIALIZE 0x30000001.
-constexpr unsigned long kUvmInitialize = 0x30000001, kUvmRegisterGpuVaSpace = 25, kUvmMapExternal = 33,
+constexpr unsigned long kUvmInitialize = 0x30000001, kUvmRegisterGpuVaSpace = 25, kUvmRegisterChannel = 27,
+                        kUvmUnregisterChannel = 28, kUvmMapExternal = 33,
                         kUvmFree = 34, kUvmRegisterGpu = 37, kUvmCreateRange = 73, kUvmMmInitialize = 75;
 
 // ---- Classes (OGKM src/common/sdk/nvidia/inc/class/*.h).
@@ -49,7 +50,8 @@ constexpr std::uint32_t kCtrlBuildVersion = 0x101,   // NV0000_CTRL_CMD_SYSTEM_G
     kCtrlGidInfo = 0x2080014A,                       // NV2080_CTRL_CMD_GPU_GET_GID_INFO
     kCtrlWorkSubmitToken = 0xC36F0108,               // NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN
     kCtrlSchedule = 0xA06C0101,                      // NVA06C_CTRL_CMD_GPFIFO_SCHEDULE
-    kCtrlSetNotification = 0x20800301;               // NV2080_CTRL_CMD_EVENT_SET_NOTIFICATION
+    kCtrlSetNotification = 0x20800301,               // NV2080_CTRL_CMD_EVENT_SET_NOTIFICATION
+    kCtrlTimerGetTime = 0x20800403;                  // NV2080_CTRL_CMD_TIMER_GET_TIME
 
 // ---- Escape structs (nvos.h, nv-ioctl.h).
 struct Nvos21 {  // RM_ALLOC
@@ -204,6 +206,13 @@ static_assert(sizeof(NotificationParams) == 20);
 static_assert(sizeof(BuildVersionParams) == 40 && sizeof(IdInfoV2Params) == 32 && sizeof(ClassListParams) == 16 &&
               sizeof(GidParams) == 268);
 
+// NV2080_CTRL_TIMER_GET_TIME_PARAMS (ctrl2080timer.h): the GPU's timer (PTIMER) in
+// nanoseconds, the clock a semaphore release with RELEASE_TIMESTAMP writes.
+struct TimerGetTime {
+  std::uint64_t time_nsec;
+};
+static_assert(sizeof(TimerGetTime) == 8);
+
 // ---- UVM parameters (uvm_ioctl.h).
 struct UvmInitialize {
   std::uint64_t flags;
@@ -224,6 +233,17 @@ struct UvmRegisterVaSpace {
   std::int32_t rmCtrlFd;
   std::uint32_t hClient, hVaSpace, rmStatus;
 };
+struct UvmRegisterChannel {
+  std::uint8_t uuid[16];
+  std::int32_t rmCtrlFd;
+  std::uint32_t hClient, hChannel, pad0;
+  std::uint64_t base, length;
+  std::uint32_t rmStatus, pad1;
+};
+struct UvmUnregisterChannel {
+  std::uint8_t uuid[16];
+  std::uint32_t hClient, hChannel, rmStatus;
+};
 struct UvmRange {  // CREATE_EXTERNAL_RANGE and FREE
   std::uint64_t base, length;
   std::uint32_t rmStatus, pad;
@@ -238,6 +258,8 @@ struct UvmMapExternal {  // MAP_EXTERNAL_ALLOCATION
   std::int32_t rmCtrlFd;
   std::uint32_t hClient, hMemory, rmStatus;
 };
+static_assert(sizeof(UvmRegisterChannel) == 56 && offsetof(UvmRegisterChannel, base) == 32 &&
+              sizeof(UvmUnregisterChannel) == 28);
 static_assert(sizeof(UvmRegisterGpu) == 40 && sizeof(UvmRegisterVaSpace) == 32 && sizeof(UvmRange) == 24 &&
               sizeof(UvmMapExternal) == 9264);
 

@@ -38,9 +38,9 @@ struct Bench {
 std::vector<Bench> all_benches() {
   std::vector<Bench> out{
       {"submit", bench::submit, bench::refuses_submit},        // a null driver of its own, or the device
-      {"roundtrip", bench::roundtrip, bench::refuses_launch},  // the host device
-      {"grid", bench::grid, bench::refuses_launch},            // the host device
-      {"batch", bench::batch, bench::refuses_launch},          // the host device
+      {"roundtrip", bench::roundtrip, bench::refuses_empty_kernel},  // the host device, or the device
+      {"grid", bench::grid, bench::refuses_empty_kernel},            // the host device, or the device
+      {"batch", bench::batch, bench::refuses_empty_kernel},          // the host device, or the device
       {"load", bench::load, bench::refuses_launch},            // the host device
       {"copy", bench::copy, bench::refuses_memory},  // host, a memory device and a fake device, or the device
       {"alloc", bench::alloc, bench::refuses_memory},  // the host device, or the device

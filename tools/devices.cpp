@@ -36,6 +36,16 @@ nlohmann::json amd_compute(const Device& d) {
   return {{"compute_units", abi->compute_units}, {"xccs", abi->xccs}, {"wave_size", abi->wave_size}};
 }
 
+// A device of rig's NVIDIA driver ("NV:n"): the kernel driver's version beside its facts;
+// null for other devices.
+bool is_nv(const Device& d) { return d.name().starts_with("NV:"); }
+nlohmann::json nv_facts(const Device& d) {
+  if (!is_nv(d)) return nullptr;
+  auto version = nv_driver_version();
+  return {{"driver_version", version ? nlohmann::json(*version) : nlohmann::json()},
+          {"video_memory", d.facts().budget}};
+}
+
 nlohmann::json describe(const Device& d) {
   const auto& f = d.facts();
   nlohmann::json queues = nlohmann::json::array();
@@ -63,6 +73,7 @@ nlohmann::json describe(const Device& d) {
       {"counters", counters},
       {"bus", f.bus ? nlohmann::json(*f.bus) : nlohmann::json()},
       {"amd", amd_compute(d)},
+      {"nv", nv_facts(d)},
   };
 }
 
@@ -160,6 +171,12 @@ int devices(const DevicesOptions& options) {
     if (const auto* abi = d.capability(amd::kAbi))
       fmt::print("  compute: {} compute units on {} XCC{}, wave{}\n", abi->compute_units, abi->xccs,
                  abi->xccs == 1 ? "" : "s", abi->wave_size);
+    if (is_nv(d)) {
+      auto version = nv_driver_version();
+      fmt::print("  NVIDIA: {} video memory, kernel driver {}, bus {}\n",
+                 fmt::format("{:.1f} GiB", double(f.budget) / double(1u << 30)),
+                 version ? *version : "unknown (" + version.error() + ")", f.bus.value_or("unknown"));
+    }
   }
   print_pci(scan, reach);
   return 0;

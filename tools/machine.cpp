@@ -21,6 +21,8 @@
 #endif
 #if RIG_DRIVER_NV
 #include <rig/nv.hpp>
+#include "../bench/bench.hpp"
+#include "nv/code.hpp"
 #include "nv/sim.hpp"  // tests/sim/nv/
 #endif
 #if RIG_DRIVER_CUDA
@@ -81,12 +83,26 @@ sim::nv::Simulator* nv_simulator() {
   else if (which == "nv:ampere") config = sim::nv::Config{}, config->classes = sim::nv::kAmpere;
   else if (which == "nv:gvisor") config = sim::nv::Config{}, config->gvisor = true;
   if (!config) return nullptr;
-  static auto* simulated = new sim::nv::Simulator(*config);  // outlives the devices
+  static auto* simulated = [&] {
+    auto* sim = new sim::nv::Simulator(*config);  // outlives the devices
+    // Its engines know the launch benches' kernels (nvcc's, which the simulator runs).
+    const unsigned sm = config->classes.sm;
+    (void)sim->code().add_fatbin(bench::nvidia_kernels(fmt::format("sm_{}", sm)), sm, "the benches' kernels");
+    return sim;
+  }();
   return simulated;
 }
+// With RIG_NV_TRACE=FILE, every call of the driver through that seam is appended to FILE with
+// its answer (nv::TracingSeam).
 os::Seam& nv_seam() {
-  if (auto* simulated = nv_simulator()) return *simulated;
-  return os::system();
+  static os::Seam* seam = [] {
+    os::Seam* base = nv_simulator();
+    if (!base) base = &os::system();
+    const char* trace = std::getenv("RIG_NV_TRACE");
+    if (trace && *trace) return static_cast<os::Seam*>(new nv::TracingSeam(*base, trace));  // outlives the devices
+    return base;
+  }();
+  return *seam;
 }
 #endif
 
@@ -108,7 +124,7 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
                      g.bus});
 #endif
 #if RIG_DRIVER_NV
-  const bool nv_simulated = nv_simulator() != nullptr;
+  auto* nv_simulated = nv_simulator();
   if (auto gpus = nv::gpus(nv_seam()))
     for (const auto& g : *gpus)
       out.push_back({fmt::format("NV:{}", g.index),
@@ -116,7 +132,8 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
                                  nv_simulated ? ", simulated (RIG_SIM=nv)" : ""),
                      [i = g.index] { return nv::opener(i, nv_seam()); },
                      1,  // submit rings the doorbells itself (rig/nv.hpp)
-                     {},
+                     nv_simulated ? std::function<void(bool)>([nv_simulated](bool held) { nv_simulated->hold(held); })
+                                  : std::function<void(bool)>(),
                      g.bus});
 #endif
 #if RIG_DRIVER_CUDA
@@ -194,6 +211,14 @@ GpuPaths gpu_paths() {
   if (auto gpus = rig::cuda::device_count(); !gpus) paths.cuda_none = gpus.error();
 #endif
   return paths;
+}
+
+Result<std::string> nv_driver_version() {
+#if RIG_DRIVER_NV
+  return nv::driver_version(nv_seam());
+#else
+  return std::unexpected(std::string("this rig is built without its NVIDIA driver (-Dnv=disabled)"));
+#endif
 }
 
 std::vector<std::string> device_names() {

@@ -55,4 +55,8 @@ struct GpuPaths {
 };
 GpuPaths gpu_paths();
 
+// The NVIDIA kernel driver's version as rig's NVIDIA driver reads it (through the simulator
+// with RIG_SIM=nv), or Error saying why; Error too where this build has no NVIDIA driver.
+Result<std::string> nv_driver_version();
+
 }  // namespace rig::tool

@@ -124,7 +124,7 @@ void summarize_trace(const nlohmann::json& trace, std::size_t top, std::ostream&
     throw std::invalid_argument("it is not a Chrome trace: no traceEvents array");
   std::map<int, std::string> devices;  // pid -> process name
   std::map<std::pair<std::string, std::string>, Launches> launches;
-  std::map<int, std::size_t> values;  // per pid
+  std::map<int, std::vector<double>> values;  // each value's duration, per pid
   std::uint64_t dropped = 0;
   // Process names come last in rig's traces: gather the slices by pid first.
   std::vector<const nlohmann::json*> slices;
@@ -137,7 +137,7 @@ void summarize_trace(const nlohmann::json& trace, std::size_t top, std::ostream&
     else if (ph == "X" && cat == "launch")
       slices.push_back(&e);
     else if (ph == "X" && cat == "value")
-      ++values[e.value("pid", 0)];
+      values[e.value("pid", 0)].push_back(e.value("dur", 0.0));
     else if (cat == "overwritten" && e.contains("args"))
       dropped += e["args"].value("dropped", std::uint64_t(0));
   }
@@ -156,7 +156,7 @@ void summarize_trace(const nlohmann::json& trace, std::size_t top, std::ostream&
 
   std::size_t total_launches = 0, total_values = 0;
   for (const auto& [key, l] : launches) total_launches += l.us.size();
-  for (const auto& [pid, n] : values) total_values += n;
+  for (const auto& [pid, v] : values) total_values += v.size();
   auto many = [](std::size_t n, std::string_view one, std::string_view more) {
     return fmt::format("{} {}", n, n == 1 ? one : more);
   };
@@ -166,6 +166,24 @@ void summarize_trace(const nlohmann::json& trace, std::size_t top, std::ostream&
   if (dropped != 0)
     out << fmt::format("warning: the profile's store filled and {} records were dropped; "
                        "the figures below miss them\n", dropped);
+  // Each device's values: the time its work took, as the device measured it (0 where it
+  // gives no times).
+  if (!values.empty()) {
+    std::size_t width = 6;
+    for (const auto& [pid, v] : values) width = std::max(width, devices.count(pid) ? devices[pid].size() : 8);
+    out << fmt::format("{:<{}}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}\n", "device", width, "values", "busy", "mean",
+                       "p50", "p99");
+    for (auto& [pid, v] : values) {
+      std::sort(v.begin(), v.end());
+      double busy = 0;
+      for (double d : v) busy += d;
+      const auto found = devices.find(pid);
+      out << fmt::format("{:<{}}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}\n",
+                         found != devices.end() ? found->second : fmt::format("pid {}", pid), width, v.size(),
+                         duration(busy), duration(busy / double(v.size())), duration(quantile(v, 0.5)),
+                         duration(quantile(v, 0.99)));
+    }
+  }
   if (launches.empty()) return;
 
   struct Row {

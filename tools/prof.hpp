@@ -21,7 +21,7 @@ struct ProfOptions {
 // Runs options.command (found on PATH as a shell would) with RIG_PROFILE set to
 // options.trace, and RIG_PROFILE_CSV to options.csv when one is asked for: every program
 // that links rig writes its trace (and CSV) when it exits (core/profile.cpp). It then reads
-// the trace back and prints the launches that took the most time in all, by device and
+// the trace back and prints each device's values' times, and the launches that took the most time in all, by device and
 // function, with their count, total, mean, median (p50) and 99th percentile, sorted by total.
 // Returns the program's exit status (128 + the signal's number if a signal ended it) when
 // the trace was read, and otherwise 1 with the reason on stderr: the program could not be
@@ -31,8 +31,9 @@ struct ProfOptions {
 int prof(const ProfOptions& options);
 
 // The summary prof prints, of a Chrome trace as rig writes it (profile::write_chrome_trace),
-// printed to `out`: one row per (device, function) of launch slices, the `top` with the
-// most time in all. Throws std::invalid_argument if `trace` holds no traceEvents array.
+// printed to `out`: one row per device of its values (their count, the time they took in all,
+// mean, p50 and p99, as the device timed them), then one row per (device, function) of launch
+// slices, the `top` with the most time in all. Throws std::invalid_argument if `trace` holds no traceEvents array.
 void summarize_trace(const nlohmann::json& trace, std::size_t top, std::ostream& out);
 
 }  // namespace rig::tool

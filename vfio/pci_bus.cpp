@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#ifndef RIG_STATIC_BUNDLE  // a static bundle has no libpci (Debian ships it shared only)
 extern "C" {
 #include <pci/pci.h>
 }
+#endif
 
 #include <algorithm>
 #include <cstdarg>
@@ -24,6 +26,7 @@ std::string address_of(unsigned domain, unsigned bus, unsigned device, unsigned 
   return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", domain, bus, device, function);
 }
 
+#ifndef RIG_STATIC_BUNDLE
 // libpci reports through two callbacks of the access, which carry no context: an error must
 // not return, so it throws this, which unwinds through libpci's frames (its C is built with
 // unwind tables); a warning is kept in the notes of the scan in progress on this thread.
@@ -66,6 +69,7 @@ std::string name_of(pci_access* a, int flags, Ids... ids) {
   const char* got = pci_lookup_name(a, text, sizeof text, flags | PCI_LOOKUP_NO_HWDB, int(ids)...);
   return got ? got : "";
 }
+#endif
 
 }  // namespace
 
@@ -76,6 +80,11 @@ Listing list_functions(const std::string& sysfs_pci, const Keep& keep) {
     listing.notes.push_back(fmt::format("no PCI bus here: {}/devices is absent", sysfs_pci));
     return listing;
   }
+#ifdef RIG_STATIC_BUNDLE
+  (void)keep;
+  listing.notes.push_back("this rig is a static bundle, built without libpci: it lists no function of the PCI bus");
+  return listing;
+#else
   std::unique_ptr<pci_access, PciCleanup> access(pci_alloc());
   if (!access) {
     listing.notes.push_back("cannot list the PCI bus: libpci could not start");
@@ -128,6 +137,7 @@ Listing list_functions(const std::string& sysfs_pci, const Keep& keep) {
   std::sort(listing.functions.begin(), listing.functions.end(),
             [](const Function& x, const Function& y) { return x.address < y.address; });
   return listing;
+#endif
 }
 
 std::vector<std::string> find(const std::string& sysfs_pci, std::uint16_t vendor_id, std::uint16_t device_id) {

@@ -205,6 +205,10 @@ struct UvmRegisterVaSpace {  // 32 B
   std::int32_t rmCtrlFd;
   std::uint32_t hClient, hVaSpace, status;
 };
+struct UvmUnregisterChannel {  // 28 B
+  std::uint8_t uuid[16];
+  std::uint32_t hClient, hChannel, status;
+};
 struct UvmRegisterChannel {  // 56 B
   std::uint8_t uuid[16];
   std::int32_t rmCtrlFd;
@@ -244,6 +248,7 @@ constexpr std::uint32_t CTRL_BUILD_VERSION = 0x101, CTRL_BUILD_VERSION_V2 = 0x13
                         CTRL_SET_NOTIFICATION = 0x20800301, CTRL_TIMER = 0x20800403, CTRL_GR_INFO = 0x20801201,
                         CTRL_PERF_BOOST = 0x2080200A, CTRL_TOKEN = 0xC36F0108, CTRL_SCHEDULE = 0xA06C0101;
 constexpr unsigned long UVM_INITIALIZE = 0x30000001, UVM_REGISTER_GPU_VASPACE = 25, UVM_REGISTER_CHANNEL = 27,
+                        UVM_UNREGISTER_CHANNEL = 28,
                         UVM_MAP_EXTERNAL = 33, UVM_FREE = 34, UVM_REGISTER_GPU = 37, UVM_CREATE_RANGE = 73,
                         UVM_MM_INITIALIZE = 75;
 constexpr std::uint32_t VA_EXTERNALLY_OWNED = 1u << 3, VA_PAGE_FAULTING = 1u << 6;
@@ -942,6 +947,19 @@ TEST_CASE("UVM refuses with its own codes and keeps mapped memory alive until it
   REQUIRE(sim.ioctl(d.uvm, UVM_REGISTER_CHANNEL, &rc) == 0);
   CHECK(rc.status == OBJECT_NOT_FOUND);
   CHECK(sim.ioctl(d.uvm, 0x999, &rc) == -EINVAL);
+  // Unregistering drops the channel's range, once; it may be registered again after.
+  const std::size_t registered = sim.live_uvm_ranges();
+  UvmUnregisterChannel un{};
+  std::memcpy(un.uuid, d.uuid, 16);
+  un.hClient = d.root, un.hChannel = d.compute_channel;
+  REQUIRE(sim.ioctl(d.uvm, UVM_UNREGISTER_CHANNEL, &un) == 0);
+  CHECK(un.status == OK);
+  CHECK(sim.live_uvm_ranges() == registered - 1);
+  REQUIRE(sim.ioctl(d.uvm, UVM_UNREGISTER_CHANNEL, &un) == 0);
+  CHECK(un.status == INVALID_CHANNEL);
+  rc.hChannel = d.compute_channel;
+  REQUIRE(sim.ioctl(d.uvm, UVM_REGISTER_CHANNEL, &rc) == 0);
+  CHECK(rc.status == OK);
   // Freeing the channel drops its UVM range.
   const std::size_t ranges = sim.live_uvm_ranges();
   CHECK(d.free(d.compute_channel) == OK);

@@ -3,8 +3,9 @@
 // whose channels run on threads of their own, as the real kernel driver answers it
 // ("NV-SIM:sm_90") and refusing what gVisor's nvproxy refuses ("NV-SIM:sm_90/gvisor").
 //
-// Each device is a simulated GPU of its own. The targets give no image: the driver loads no
-// kernels yet (rig/nv.hpp), so the laws of images skip.
+// Each device is a simulated GPU of its own. The laws load tests/cuda/kernels.cu as nvcc built
+// it (the committed sm_90 fatbin, scripts/nv-kernels), which each simulator registers so that
+// its engines find the kernels by their SASS, and launch its function of no parameters, `empty`.
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
@@ -14,12 +15,14 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <rig/nv.hpp>
 #include "conformance.hpp"
+#include "nv/code.hpp"
 #include "nv/sim.hpp"
 #include "push.hpp"
 
@@ -32,7 +35,13 @@ namespace conformance = rig::conformance;
 // by a loaded machine still makes progress within it.
 constexpr int kHangMs = 500;
 
-// A new simulator. rig keeps a device's driver, and with it the seam, after the device
+// The image the laws load: the CUDA tests' kernels as nvcc built them for sm_90.
+const std::vector<std::byte>& fatbin() {
+  static const std::vector<std::byte> bytes = conformance::file_bytes(RIG_NV_CONFORMANCE_KERNELS "/kernels.sm_90.fatbin");
+  return bytes;
+}
+
+// A new simulator, its engines given the image's kernels. rig keeps a device's driver, and with it the seam, after the device
 // closes, so every simulator lives until the process exits.
 sim::nv::Simulator& new_simulator(bool gvisor) {
   static auto* mutex = new std::mutex;
@@ -40,7 +49,10 @@ sim::nv::Simulator& new_simulator(bool gvisor) {
   std::lock_guard g(*mutex);
   sim::nv::Config config;
   config.gvisor = gvisor;
-  return *all->emplace_back(std::make_unique<sim::nv::Simulator>(config));
+  auto& sim = *all->emplace_back(std::make_unique<sim::nv::Simulator>(config));
+  if (auto added = sim.code().add_fatbin(fatbin(), 90, "kernels.sm_90.fatbin"); !added)
+    throw std::runtime_error(fmt::format("registering the conformance kernels: {}", added.error()));
+  return sim;
 }
 
 // Work of one value that runs at least a given time, as a long kernel would: a semaphore
@@ -78,6 +90,8 @@ conformance::Target simulator_target(bool gvisor) {
   t.about = fmt::format("rig's NVIDIA driver on the simulator of tests/sim/nv (a Hopper per device{}, hang_ms {})",
                         gvisor ? ", refusing what gVisor's nvproxy refuses" : "", kHangMs);
   t.commit_bound = 1;  // submit rings the doorbells itself (rig/nv.hpp)
+  t.image = fatbin();
+  t.function = "empty";
   t.open = [name, gvisor](const conformance::Wrap& wrap) {
     sim::nv::Simulator* sim = &new_simulator(gvisor);
     // driver_target gives the device a name of its own, counts the memory its driver

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <rig/nv.hpp>
+#include <rig/profile.hpp>
 #include <rig/rig.hpp>
 
 #include <sim.hpp>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 using namespace rig;
 namespace nvsim = rig::sim::nv;
@@ -90,11 +92,13 @@ TEST_CASE("NV:0 opens on the simulated Hopper as sm_90 with its two queues and t
   CHECK(f.alignment == 4096);
   // The bring-up made its objects without one refusal: client, device, subdevice, usermode,
   // VA space, group, ring memory, two notifiers, share, two channels, two engine objects, two
-  // push buffers, the sequence words, rig_words' window, two OS events.
+  // push buffers, the sequence words, the stamps, rig_words' window, two OS events.
   CHECK(sim.errors().empty());
-  CHECK(sim.live_objects() == 20);
-  CHECK(sim.live_uvm_ranges() == 5);    // the rings, two push buffers, the sequence words, rig_words
-  CHECK(sim.live_cpu_mappings() == 7);  // the usermode page, the rings, the notifiers, the push buffers, the sequence words
+  CHECK(sim.live_objects() == 21);
+  // The rings, two push buffers, the sequence words, the stamps, rig_words, and the two
+  // channels UVM_REGISTER_CHANNEL gave it.
+  CHECK(sim.live_uvm_ranges() == 8);
+  CHECK(sim.live_cpu_mappings() == 8);  // the usermode page, the rings, the notifiers, the push buffers, the sequence words, the stamps
   d->close();
 }
 
@@ -242,13 +246,20 @@ struct Table {
   }
   // Submits and waits (at most 5 s) for the word to show v.
   bool run(rig_part* parts, std::uint32_t count, std::uint64_t v, const rig_wait* waits = nullptr,
-           std::uint32_t wait_count = 0, bool wait = true) {
+           std::uint32_t wait_count = 0, bool wait = true, std::uint64_t* times = nullptr) {
     std::string why;
     REQUIRE_MESSAGE(room(parts, count, &why, wait_count) == RIG_FITS, why);
     const char* failure = nullptr;
-    REQUIRE_MESSAGE(table->submit(edge, parts, count, waits, wait_count, v, nullptr, &failure) == RIG_COMMITTED,
+    REQUIRE_MESSAGE(table->submit(edge, parts, count, waits, wait_count, v, times, &failure) == RIG_COMMITTED,
                     (failure ? failure : ""));
     return !wait || reached(v);
+  }
+  // settle's answer for value v's times, with its failure in `why`.
+  int settle(std::uint64_t v, std::uint64_t* times, std::string* why = nullptr) {
+    const char* failure = nullptr;
+    const int r = table->settle(edge, v, times, &failure);
+    if (why) *why = failure ? failure : "";
+    return r;
   }
   bool reached(std::uint64_t v, int ms = 5000) {
     const volatile std::uint64_t* w = d.facts().word;
@@ -270,6 +281,18 @@ struct Region {
   std::uint64_t address;
   std::uint8_t* host;
 };
+// The fault sleep raises while waiting (at most 5 s) for value v, or "".
+std::string fault_of(edge::Driver& d, std::uint64_t v) {
+  for (int i = 0; i < 500; ++i) {
+    try {
+      d.sleep(v, std::chrono::milliseconds(10));
+    } catch (const edge::Fault& f) {
+      return f.what();
+    }
+  }
+  return "";
+}
+
 Region mapped(edge::Driver& d, std::size_t n) {
   auto r = d.alloc(Memory::Mapped, n);
   REQUIRE(r);
@@ -303,6 +326,98 @@ TEST_CASE("COPY:0 copies boxes and fills rows, and the value's release shows v i
   CHECK(dst.host[20010] == 0);
   CHECK(dst.host[20064 + 9] == 0xAB);
   CHECK(sim.faults().empty());
+}
+
+TEST_CASE("a timed value's start and end are the GPU's stamps on the host clock, in order, within the submit's span") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  auto dst = mapped(*d, 1 << 16);
+  const rig_box box{0, 0, 1 << 16, 1, 1 << 16, 1 << 16};
+  rig_part words{};
+  words.queue = 1, words.kind = RIG_KIND_WORDS, words.work.words = {nullptr, 0};
+  std::uint64_t times[6][2]{};
+  std::uint64_t before[6], after[6];
+  for (std::uint64_t v = 1; v <= 6; ++v) {
+    // Copies alone, words alone, and a copy after words.
+    rig_part parts[2] = {words, copy_part(0, dst.address, &box, 1, int(v))};
+    rig_part* first = v % 3 == 1 ? &parts[1] : parts;
+    const std::uint32_t count = v % 3 == 0 ? 2 : 1;
+    before[v - 1] = rig_now_ns();
+    REQUIRE(t.run(first, count, v, nullptr, 0, true, times[v - 1]));
+    after[v - 1] = rig_now_ns();
+  }
+  std::uint64_t last_end = 0;
+  for (std::uint64_t v = 1; v <= 6; ++v) {
+    std::string why;
+    REQUIRE_MESSAGE(t.settle(v, times[v - 1], &why) == RIG_OK, why);
+    const auto [start, end] = std::pair(times[v - 1][0], times[v - 1][1]);
+    CHECK(start > 0);
+    CHECK(start <= end);
+    CHECK(start >= last_end);  // device order
+    // The correlation is good to the TIMER_GET_TIME call's span (microseconds here).
+    CHECK(start + 1'000'000 >= before[v - 1]);
+    CHECK(end <= after[v - 1] + 1'000'000);
+    last_end = end;
+    std::uint64_t again[2] = {times[v - 1][0], times[v - 1][1]};
+    CHECK(t.settle(v, again) == RIG_OK);  // a later call leaves them
+    CHECK((again[0] == start && again[1] == end));
+  }
+  CHECK(dst.host[0] == 6);
+  CHECK(sim.faults().empty());
+}
+
+TEST_CASE("a timed value whose stamp slot a later value takes before settle gets its times from that submit") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  rig_part words{};
+  words.queue = 1, words.kind = RIG_KIND_WORDS, words.work.words = {nullptr, 0};
+  const std::uint64_t n = 1024 + 8;  // past the stamps' slots
+  std::vector<std::array<std::uint64_t, 2>> times(n + 1, {0, 0});
+  for (std::uint64_t v = 1; v <= n; ++v) {
+    while (t.room(&words, 1) == RIG_LATER) std::this_thread::yield();
+    REQUIRE(t.run(&words, 1, v, nullptr, 0, false, times[v].data()));
+  }
+  REQUIRE(t.reached(n));
+  // Values 1..8 had their slots taken by 1025..1032: their times are written, in order.
+  for (std::uint64_t v = 1; v <= 8; ++v) {
+    CHECK(times[v][0] > 0);
+    CHECK(times[v][0] <= times[v][1]);
+    CHECK(t.settle(v, times[v].data()) == RIG_OK);
+  }
+  for (std::uint64_t v = 9; v <= n; ++v) REQUIRE(t.settle(v, times[v].data()) == RIG_OK);
+  for (std::uint64_t v = 2; v <= n; ++v) REQUIRE(times[v][0] >= times[v - 1][1]);
+}
+
+TEST_CASE("through rig: a profile shows NV:0's values with device times inside the span of the work") {
+  nvsim::Simulator sim;
+  auto d = rig::open(nv::opener(0, sim));
+  REQUIRE_MESSAGE(d, d.error());
+  Buffer a = Buffer::create(*d, 1 << 20, Memory::Mapped), b = Buffer::create(*d, 1 << 20, Memory::Mapped);
+  std::vector<Submission::Part> parts{{"", {}, Submission::Copy{{a, 0}, {b, 0}, {Box::row(1 << 20)}, std::nullopt}}};
+  auto s = Submission::make(*d, parts, 0, 0);
+  Run run;
+  const std::uint64_t before = rig_now_ns();
+  auto records = profile::take([&] {
+    for (int i = 0; i < 4; ++i) submit(s, run, {}, {}).wait();
+  });
+  const std::uint64_t after = rig_now_ns();
+  int values = 0;
+  std::uint64_t last_end = 0;
+  for (const auto& r : records) {
+    if (r.what != profile::Record::What::Value || r.device != "NV:0") continue;
+    ++values;
+    CHECK(r.start_ns > 0);
+    CHECK(r.start_ns <= r.end_ns);
+    CHECK(r.start_ns + 1'000'000 >= before);
+    CHECK(r.end_ns <= after + 1'000'000);
+    CHECK(r.start_ns >= last_end);
+    last_end = r.end_ns;
+  }
+  CHECK(values == 4);
+  CHECK(!d->lost());
+  d->close();
 }
 
 TEST_CASE("parts run in order across the queues: a copy after COMPUTE:0's words sees what they wrote") {
@@ -351,7 +466,7 @@ TEST_CASE("a value waits for a foreign word to reach its point before it runs") 
   CHECK(a.host[0] == 0x11);
 }
 
-TEST_CASE("room refuses Launch (not built yet), kinds a queue does not run and parts over the push buffer") {
+TEST_CASE("room refuses a launch of no kernel, kinds a queue does not run and parts over the push buffer") {
   nvsim::Simulator sim;
   auto d = make(sim);
   Table t(*d);
@@ -359,7 +474,7 @@ TEST_CASE("room refuses Launch (not built yet), kinds a queue does not run and p
   rig_part p{};
   p.queue = 1, p.kind = RIG_KIND_LAUNCH;
   CHECK(t.room(&p, 1, &why) == RIG_NEVER);
-  CHECK(has(why, "part 0: Launch on COMPUTE:0 of NV:0 is not built yet"));
+  CHECK(has(why, "part 0: a launch of no kernel"));
   p.queue = 0, p.kind = RIG_KIND_WORDS;
   CHECK(t.room(&p, 1, &why) == RIG_NEVER);
   CHECK(has(why, "COPY:0 runs Copy and Fill, not kind 1"));
@@ -448,21 +563,63 @@ TEST_CASE("a channel that faults loses the device, naming the Xid and the queue;
   rig_part part{};
   part.queue = 1, part.kind = RIG_KIND_WORDS, part.work.words = {p.words().data(), p.words().size()};
   t.run(&part, 1, 1, nullptr, 0, false);
-  std::string fault;
-  for (int i = 0; i < 500 && fault.empty(); ++i) {
-    try {
-      d->sleep(1, std::chrono::milliseconds(10));
-    } catch (const edge::Fault& f) {
-      fault = f.what();
-    }
-  }
-  CHECK(fault == "a graphics engine class error (Xid 69) in COMPUTE:0");
+  const std::string fault = fault_of(*d, 1);
+  CHECK(fault == "a graphics engine class error (Xid 69) in COMPUTE:0, value 1 part 0");
   CHECK_THROWS_WITH_AS(d->sleep(1, std::chrono::milliseconds(1)), fault.c_str(), edge::Fault);  // it stays
   auto a = mapped(*other, 4096);
   const rig_box box{0, 0, 16, 1, 16, 16};
   auto fill = copy_part(0, a.address, &box, 1, 0x77);
   CHECK(u.run(&fill, 1, 1));
   CHECK(a.host[15] == 0x77);
+}
+
+TEST_CASE("a copy engine's MMU fault names COPY:0, the value and the part it stopped in") {
+  nvsim::Simulator sim;
+  auto d = make(sim);
+  Table t(*d);
+  auto a = mapped(*d, 4096);
+  const rig_box box{0, 0, 64, 1, 64, 64};
+  auto good = copy_part(0, a.address, &box, 1, 0x11);
+  REQUIRE(t.run(&good, 1, 1));
+  REQUIRE(t.run(&good, 1, 2));
+  rig_part words{};
+  words.queue = 1, words.kind = RIG_KIND_WORDS, words.work.words = {nullptr, 0};
+  // Part 1 writes where nothing is mapped (inside the driver's heap, past its regions).
+  rig_part parts[2] = {words, copy_part(0, 0x70'0000'0000ull, &box, 1, 0x22)};
+  t.run(parts, 2, 3, nullptr, 0, false);
+  const std::string fault = fault_of(*d, 3);
+  CHECK(fault == "an MMU fault (Xid 31) in COPY:0, value 3 part 1");
+}
+
+TEST_CASE("a value that never completes loses its device after hang_ms with rig's reason; another device goes on") {
+  nvsim::Simulator sim, other_sim;
+  auto d = rig::open(nv::opener(0, sim, {100}));
+  auto second = nv::opener(0, other_sim);
+  second.name = "NV-OTHER:0";  // the second simulator's GPU, as a device of its own
+  auto other = rig::open(second);
+  REQUIRE_MESSAGE(d, d.error());
+  REQUIRE_MESSAGE(other, other.error());
+  // COMPUTE:0 acquires a word of the device's memory that nothing raises.
+  Buffer flag = Buffer::create(*d, 4096, Memory::Mapped);
+  flag.write<std::uint64_t>([](std::span<std::uint64_t> x) { x[0] = 0; });
+  std::uint32_t storage[16];
+  nv::Push push(storage);
+  nv::semaphore_acquire(push, flag.address(), 1);
+  Buffer words = Buffer::create(*d, push.words().size() * 4, Memory::Mapped);
+  words.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy(push.words().begin(), push.words().end(), x.begin()); });
+  std::vector<Submission::Part> parts{{"COMPUTE:0", {}, Submission::Words{words}}};
+  Run run;
+  Point stuck = submit(Submission::make(*d, parts, 0, 0), run, {}, {});
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(stuck.wait(), doctest::Contains("NV:0 lost: no progress for 100 ms"), Lost);
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(100));
+  CHECK(d->lost() == std::optional<std::string>("no progress for 100 ms"));
+  Buffer a = Buffer::create(*other, 4096, Memory::Mapped), b = Buffer::create(*other, 4096, Memory::Mapped);
+  a.fill(std::byte{9});
+  Buffer::copy(a, b);
+  CHECK(b.read<std::uint8_t>([](std::span<const std::uint8_t> x) { return x[4095]; }) == 9);
+  CHECK(!other->lost());
+  other->close();
 }
 
 TEST_CASE("sleep returns once the non-stall interrupt of the value's release fires, well before its limit") {
@@ -488,23 +645,22 @@ TEST_CASE("sleep returns once the non-stall interrupt of the value's release fir
   CHECK(took < std::chrono::seconds(1));  // woken by the interrupt, not the 5 s limit
 }
 
-TEST_CASE("image says loading kernels is not built yet") {
+TEST_CASE("closing frees every RM object, UVM range and channel registration, CPU mapping and file, over 100 rounds") {
   nvsim::Simulator sim;
-  auto d = make(sim);
-  const std::byte nothing[4]{};
-  auto image = d->image(nothing);
-  REQUIRE(!image);
-  CHECK(has(image.error(), "NV:0: loading kernels is not built yet"));
-}
-
-TEST_CASE("closing frees every RM object, UVM range, CPU mapping and file, over many rounds") {
-  nvsim::Simulator sim;
-  for (int round = 0; round < 20; ++round) {
+  for (int round = 0; round < 100; ++round) {
     auto d = make(sim);
     auto a = d->alloc(Memory::Mapped, 8192);
     auto b = d->alloc(Memory::Pinned, 4096);
     auto c = d->alloc(Memory::Device, 1 << 16);
     REQUIRE((a && b && c));
+    // Used: a fill of the Mapped region on COPY:0, then a copy from it into the Device region.
+    Table t(*d);
+    const auto at = d->locate(*a), to = d->locate(*c);
+    const rig_box box{0, 0, 8192, 1, 8192, 8192};
+    rig_part parts[2] = {copy_part(0, *at.address, &box, 1, round), copy_part(*at.address, *to.address, &box, 1)};
+    parts[1].after_count = 0;
+    REQUIRE(t.run(parts, 2, 1));
+    REQUIRE(reinterpret_cast<const std::uint8_t*>(*at.host)[8191] == std::uint8_t(round));
     if (round % 2) d->free(*b);  // some freed before, the rest at close
     if (round % 3 == 0) d->stop("lost");
     d.reset();
@@ -520,6 +676,50 @@ TEST_CASE("closing frees every RM object, UVM range, CPU mapping and file, over 
   d->stop("lost");
   CHECK(has(nv::objects_of(*d).error(), "closed"));
   d.reset();
+  CHECK(sim.live_objects() == 0);
+}
+
+TEST_CASE("a tracing seam notes each call with RM's and UVM's statuses; UVM lets go of the channels before RM frees them") {
+  nvsim::Simulator sim;
+  char path[] = "/tmp/rig-nv-trace-XXXXXX";
+  const int file = ::mkstemp(path);
+  REQUIRE(file >= 0);
+  ::close(file);
+  std::vector<std::string> lines;
+  {
+    nv::TracingSeam traced(sim, path);
+    auto made = nv::opener(0, traced).make(word());
+    REQUIRE_MESSAGE(made, made.error());
+    auto d = std::move(*made);
+    CHECK(!d->alloc(Memory::Device, std::size_t(1) << 40));  // RM refuses it: NV_ERR_NO_MEMORY
+    d.reset();
+    lines = traced.lines();
+  }
+  auto index_of = [&](std::string_view part, std::size_t from = 0) {
+    for (std::size_t i = from; i < lines.size(); ++i)
+      if (has(lines[i], part)) return i;
+    return lines.size();
+  };
+  CHECK(index_of("open /dev/nvidiactl -> ") == 0);
+  CHECK(index_of("UVM_REGISTER_GPU_VASPACE: NV_OK (0x0) -> 0") < lines.size());
+  const auto registered = index_of("UVM_REGISTER_CHANNEL: NV_OK");
+  CHECK(index_of("UVM_REGISTER_CHANNEL: NV_OK", registered + 1) < lines.size());  // both channels
+  CHECK(index_of("RM_ALLOC class 0x40 under") < lines.size());
+  CHECK(index_of("NV_ERR_NO_MEMORY") < lines.size());
+  const auto unregistered = index_of("UVM_UNREGISTER_CHANNEL: NV_OK");
+  const auto second = index_of("UVM_UNREGISTER_CHANNEL: NV_OK", unregistered + 1);
+  REQUIRE(second < lines.size());
+  // The channel group, which holds the channels, is the first object RM frees, after both.
+  CHECK(index_of("RM_FREE") > second);
+  CHECK(index_of("RM_FREE") < lines.size());
+  // The file has every line as it was noted.
+  std::FILE* f = std::fopen(path, "r");
+  REQUIRE(f);
+  std::size_t in_file = 0;
+  for (int c; (c = std::fgetc(f)) != EOF;) in_file += c == '\n';
+  std::fclose(f);
+  ::unlink(path);
+  CHECK(in_file == lines.size());
   CHECK(sim.live_objects() == 0);
 }
 

@@ -65,6 +65,7 @@ inline constexpr unsigned NV_ESC_ATTACH_GPUS_TO_FD = 212;
 inline constexpr unsigned long UVM_INITIALIZE = 0x30000001;
 inline constexpr unsigned long UVM_REGISTER_GPU_VASPACE = 25;
 inline constexpr unsigned long UVM_REGISTER_CHANNEL = 27;
+inline constexpr unsigned long UVM_UNREGISTER_CHANNEL = 28;
 inline constexpr unsigned long UVM_MAP_EXTERNAL_ALLOCATION = 33;
 inline constexpr unsigned long UVM_FREE = 34;
 inline constexpr unsigned long UVM_REGISTER_GPU = 37;
@@ -450,6 +451,12 @@ struct UVM_REGISTER_CHANNEL_PARAMS {
   std::uint32_t rmStatus, pad1;
 };
 static_assert(sizeof(UVM_REGISTER_CHANNEL_PARAMS) == 56 && offsetof(UVM_REGISTER_CHANNEL_PARAMS, base) == 32);
+
+struct UVM_UNREGISTER_CHANNEL_PARAMS {
+  std::uint8_t gpuUuid[16];
+  std::uint32_t hClient, hChannel, rmStatus;
+};
+static_assert(sizeof(UVM_UNREGISTER_CHANNEL_PARAMS) == 28);
 
 struct UVM_CREATE_EXTERNAL_RANGE_PARAMS {
   std::uint64_t base, length;

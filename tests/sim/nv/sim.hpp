@@ -21,7 +21,7 @@
 //   (0x3E), OS descriptors (0x71), OS events (0x79) and virtual memory (0x70);
 // - answers the controls rig needs, each checking its parameter size exactly;
 // - answers UVM's INITIALIZE, MM_INITIALIZE, REGISTER_GPU, REGISTER_GPU_VASPACE,
-//   REGISTER_CHANNEL, CREATE_EXTERNAL_RANGE, MAP_EXTERNAL_ALLOCATION and FREE, mapping RM
+//   REGISTER_CHANNEL, UNREGISTER_CHANNEL, CREATE_EXTERNAL_RANGE, MAP_EXTERNAL_ALLOCATION and FREE, mapping RM
 //   memory into a VA space (a Space, gpu.hpp) at addresses inside external ranges.
 //
 // Refusals are RM's: the escape's status field gets RM's (or UVM's rmStatus gets UVM's)
@@ -135,6 +135,9 @@ class Simulator final : public os::Seam {
   // Fires the OS events bound to notifier `index` of the simulator's subdevices, as the
   // GPU's interrupt would (NONSTALL ones by their engine's index with the NONSTALL flag).
   void fire(std::uint32_t notify_index, bool nonstall);
+  // While held, every channel's engine takes no new GP entry and sleeps (Engine::hold), as a
+  // bench that times the driver alone needs; hold(true) returns once each is out of its entry.
+  void hold(bool held);
   // Fails the next call of ioctl `request` with `negative_errno` (once).
   void fail_next_ioctl(unsigned long request, int negative_errno);
 

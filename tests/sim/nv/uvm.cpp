@@ -37,6 +37,7 @@ int Simulator::Impl::uvm_ioctl(int fd, File& file, unsigned long request, void* 
     case UVM_REGISTER_GPU: size = sizeof(UVM_REGISTER_GPU_PARAMS); break;
     case UVM_REGISTER_GPU_VASPACE: size = sizeof(UVM_REGISTER_GPU_VASPACE_PARAMS); break;
     case UVM_REGISTER_CHANNEL: size = sizeof(UVM_REGISTER_CHANNEL_PARAMS); break;
+    case UVM_UNREGISTER_CHANNEL: size = sizeof(UVM_UNREGISTER_CHANNEL_PARAMS); break;
     case UVM_CREATE_EXTERNAL_RANGE: size = sizeof(UVM_CREATE_EXTERNAL_RANGE_PARAMS); break;
     case UVM_MAP_EXTERNAL_ALLOCATION: size = sizeof(UVM_MAP_EXTERNAL_ALLOCATION_PARAMS); break;
     case UVM_FREE: size = sizeof(UVM_FREE_PARAMS); break;
@@ -156,6 +157,26 @@ int Simulator::Impl::uvm_ioctl(int fd, File& file, unsigned long request, void* 
           p->rmStatus = NV_OK;
         }
       }
+      return 0;
+    }
+    case UVM_UNREGISTER_CHANNEL: {
+      // UVM finds the channel by its client and handle (uvm_api_unregister_channel); the
+      // channel's range goes with it.
+      auto* p = static_cast<UVM_UNREGISTER_CHANNEL_PARAMS*>(arg);
+      if (needs_va_space(p->rmStatus, "UVM_UNREGISTER_CHANNEL")) return 0;
+      UvmSpace& u = uvm[fd];
+      Object* ch = object(p->hClient, p->hChannel);
+      const auto n = std::erase_if(u.ranges, [&](auto& r) {
+        return !r.second.external && r.second.client == p->hClient && r.second.channel == p->hChannel;
+      });
+      if (n == 0) {
+        p->rmStatus = refuse(NV_ERR_INVALID_CHANNEL, fmt::format("UVM_UNREGISTER_CHANNEL of {:#x}: client {:#x} has no "
+                                                                 "channel of that handle registered in this file",
+                                                                 p->hChannel, p->hClient));
+        return 0;
+      }
+      if (ch && ch->channel) ch->channel->uvm_registered = false;
+      p->rmStatus = NV_OK;
       return 0;
     }
     case UVM_CREATE_EXTERNAL_RANGE: {
