@@ -1,7 +1,8 @@
-// The submit bench's launches on AMD GPUs (amd_submit.hpp): the empty kernel of
+// The submit bench's launches on AMD GPUs (gpu_submit.hpp): the empty kernel of
 // bench/amd_kernels.c, built for gfx1100, gfx942 and gfx90a and embedded here, and the driver's own part of a
 // launch submission, timed on a driver of the same GPU opened for it outside rig.
-#include "amd_submit.hpp"
+#include "driver_floor.hpp"
+#include "gpu_submit.hpp"
 
 #include <rig/rig.hpp>
 
@@ -31,8 +32,7 @@ namespace rig::bench {
 namespace {
 
 constexpr const char* kKernel = "bench_empty";
-// Submissions in a burst, between untimed waits for the device's work (as submit.cpp).
-constexpr std::uint64_t kBurst = 64;
+constexpr std::uint64_t kBurst = kDriverBurst;
 
 // The empty kernel's code object for processor `arch`, empty for one it is not built for.
 std::span<const std::byte> kernel_bytes(std::string_view arch) {
@@ -41,13 +41,6 @@ std::span<const std::byte> kernel_bytes(std::string_view arch) {
   if (arch == "gfx942") return bytes(rig_amd_bench_kernels_gfx942, rig_amd_bench_kernels_gfx942_size);
   if (arch == "gfx90a") return bytes(rig_amd_bench_kernels_gfx90a, rig_amd_bench_kernels_gfx90a_size);
   return {};
-}
-
-// The machine's GPU named as `device` is, if it is one.
-std::optional<tool::Gpu> gpu_of(const Device& device) {
-  for (auto& gpu : tool::gpu_openers([](const std::string&) {}))
-    if (gpu.name == device.name()) return gpu;
-  return std::nullopt;
 }
 
 std::optional<std::string> refuses(const Device& device) {
@@ -59,230 +52,27 @@ std::optional<std::string> refuses(const Device& device) {
   return std::nullopt;
 }
 
-Function kernel(const Device& device) {
-  auto image = Image::load(device, kernel_bytes(device.arch()));
-  if (!image)
-    throw std::runtime_error(fmt::format("loading the bench's kernel on {}: {}", device.name(), image.error()));
-  auto f = image->resolve(kKernel);
-  if (!f) throw std::runtime_error(fmt::format("the bench's image on {} has no {}", device.name(), kKernel));
-  return *f;
-}
+Function kernel(const Device& device) { return load_kernel(device, kernel_bytes(device.arch()), kKernel); }
 
-// The driver of a GPU opened outside rig, its word a page of its own, with two buffers and
-// the kernel placed in its memory: a launch value is handed to its room and submit as rig
-// hands one, with a launch part whose parameters are the buffers' addresses.
-class OwnDriver {
- public:
-  // `arch`: the GPU's processor, whose build of the kernel it places.
-  OwnDriver(const tool::Gpu& gpu, std::string arch) : name_(gpu.name), arch_(std::move(arch)) {
-    auto made = gpu.make().make(&word_page_[0]);
-    if (!made) throw std::runtime_error(fmt::format("opening a second driver of {}: {}", name_, made.error()));
-    driver_ = std::move(*made);
-    const edge::Facts facts = driver_->facts();
-    edge_ = facts.edge;
-    hang_ms_ = facts.hang_ms;
-    table_ = *static_cast<const rig_driver* const*>(edge_);
-    submitted_ = load();
-    for (auto& param : params_) {  // the launch's two buffers
-      auto region = driver_->alloc(Memory::Device, 4096);
-      if (!region) throw std::runtime_error(fmt::format("{} has no memory for the bench's buffers", name_));
-      regions_.push_back(*region);
-      param = *driver_->locate(*region).address;
-    }
-    place_kernel();
-    part_.queue = 0;  // COMPUTE:0
-    part_.kind = RIG_KIND_LAUNCH;
-    auto& l = part_.work.launch;
-    l.code = entry_.code;
-    l.launch = entry_.launch;
-    for (int k = 0; k < 3; ++k) l.groups[k] = l.threads[k] = 1;
-    l.param_bytes = sizeof params_;
-    l.params = params_;
-    l.ref_offsets = kRefOffsets;
-    l.ref_count = 2;
-  }
-  OwnDriver(const OwnDriver&) = delete;
-  OwnDriver& operator=(const OwnDriver&) = delete;
-
-  ~OwnDriver() {
-    try {
-      wait(submitted_);
-    } catch (const std::exception&) {
-    }
-    driver_->stop("the bench is done");
-    if (image_) driver_->unload(*image_);
-    for (auto& r : regions_) driver_->free(r);
-  }
-
-  // `bytes` of the GPU's memory that the host writes, as it writes the driver's rings.
-  std::span<std::byte> host_memory(std::size_t bytes) {
-    auto region = driver_->alloc(Memory::Pinned, bytes);
-    if (!region) throw std::runtime_error(fmt::format("{} has no memory for the bench's floor", name_));
-    regions_.push_back(*region);
-    auto* host = reinterpret_cast<std::byte*>(*driver_->locate(*region).host);
-    std::memset(host, 0, bytes);  // its pages are there before the timing
-    return {host, bytes};
-  }
-
-  // room + submit of the next value, as rig calls them; throws with the driver's reason.
-  void submit() {
-    char why[RIG_WHY] = "";
-    if (int room = table_->room(edge_, &part_, 1, 0, why); room != RIG_FITS)
-      throw std::runtime_error(fmt::format("{}'s room answered {} for one launch{}{}", name_, room, *why ? ": " : "",
-                                           why));
-    const char* failure = nullptr;
-    if (table_->submit(edge_, &part_, 1, nullptr, 0, ++submitted_, nullptr, &failure) != RIG_COMMITTED)
-      throw std::runtime_error(fmt::format("{}'s submit failed: {}", name_, failure ? failure : "no reason"));
-  }
-  // Blocks until the word shows the last value submitted.
-  void wait() { wait(submitted_); }
-  amd::RingView ring() {
-    auto r = amd::ring_of(*driver_, 0);
-    if (!r) throw std::runtime_error(r.error());
-    return *r;
-  }
-
- private:
-  static constexpr std::uint32_t kRefOffsets[2] = {0, 8};
-
-  std::uint64_t load() const { return __atomic_load_n(&word_page_[0], __ATOMIC_ACQUIRE); }
-  // Throws if the GPU does not reach v within the hang time rig would give it.
-  void wait(std::uint64_t v) {
-    const auto most = std::chrono::milliseconds(hang_ms_.value_or(10'000));
-    const auto deadline = std::chrono::steady_clock::now() + most;
-    while (load() < v) {
-      if (std::chrono::steady_clock::now() > deadline)
-        throw std::runtime_error(fmt::format("{} did not complete value {} within {} ms", name_, v, most.count()));
-      driver_->sleep(v, std::chrono::milliseconds(100));
-    }
-  }
-  void place_kernel() {
-    auto code = driver_->image(kernel_bytes(arch_));
-    if (!code) throw std::runtime_error(fmt::format("{} refuses the bench's kernel: {}", name_, code.error()));
-    if (auto* loaded = std::get_if<edge::Loaded>(&*code)) {
-      image_ = loaded->image;
-    } else {
-      auto& place = std::get<edge::Place>(*code);
-      auto region = driver_->alloc(Memory::Device, place.bytes);
-      if (!region) throw std::runtime_error(fmt::format("{} has no memory for the bench's kernel", name_));
-      regions_.push_back(*region);
-      auto [id, bytes] = place.place(*region);
-      image_ = id;
-      std::memcpy(reinterpret_cast<void*>(*driver_->locate(*region).host), bytes.data(), bytes.size());
-    }
-    auto entry = driver_->entry(*image_, kKernel);
-    if (!std::holds_alternative<edge::Entry>(entry))
-      throw std::runtime_error(fmt::format("{} gives no {} of the bench's kernel", name_, kKernel));
-    entry_ = std::get<edge::Entry>(entry);
-  }
-
-  // The word's page: the driver maps it for the GPU, as it does a word outside rig_words.
-  alignas(4096) static inline volatile std::uint64_t word_page_[512] = {};
-  std::string name_, arch_;
-  std::unique_ptr<edge::Driver> driver_;
-  void* edge_ = nullptr;
-  std::optional<int> hang_ms_;
-  const rig_driver* table_ = nullptr;
-  std::uint64_t submitted_ = 0;
-  std::vector<edge::Region> regions_;  // the buffers' and the kernel's
-  std::optional<edge::ImageId> image_;
-  edge::Entry entry_;
-  std::uint64_t params_[2] = {};
-  rig_part part_{};
-};
-
-// A thread that reads bytes another thread wrote, as a GPU's command processor reads its
-// ring: read() hands it a range of a circular area and returns once it has read them.
-// Between reads it sleeps, taking no CPU from the bursts being timed.
-class Reader {
- public:
-  Reader() : thread_([this] { run(); }) {}
-  ~Reader() {
-    stop_.store(true);
-    asked_.store(true, std::memory_order_release);
-    asked_.notify_one();
-    thread_.join();
-  }
-  Reader(const Reader&) = delete;
-  Reader& operator=(const Reader&) = delete;
-
-  // Reads bytes [from, to) of `area`, counted from its start and wrapping at its end.
-  void read(std::span<const std::byte> area, std::uint64_t from, std::uint64_t to) {
-    area_ = area, from_ = from, to_ = to;
-    asked_.store(true, std::memory_order_release);
-    asked_.notify_one();
-    asked_.wait(true, std::memory_order_acquire);
-  }
-
- private:
-  void run() {
-    while (true) {
-      asked_.wait(false, std::memory_order_acquire);
-      if (stop_.load()) return;
-      std::uint64_t sum = 0;
-      for (std::uint64_t i = from_; i < to_; i += 8) {
-        std::uint64_t x = 0;
-        const std::uint64_t offset = i % area_.size();
-        std::memcpy(&x, area_.data() + offset, std::min<std::uint64_t>(8, area_.size() - offset));
-        sum += x;
-      }
-      sum_ = sum_ + sum;
-      asked_.store(false, std::memory_order_release);
-      asked_.notify_one();
-    }
-  }
-
-  std::span<const std::byte> area_;
-  std::uint64_t from_ = 0, to_ = 0;
-  volatile std::uint64_t sum_ = 0;  // what it read, kept
-  std::atomic<bool> asked_{false}, stop_{false};
-  std::thread thread_;
-};
-
-// Confines every thread of the process to the CPU the caller runs on while it lives, and
-// gives each its CPUs back after.
-class OneCpu {
- public:
-  OneCpu() {
-    const int cpu = sched_getcpu();
-    if (cpu < 0) throw std::runtime_error(fmt::format("sched_getcpu: {}", std::strerror(errno)));
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-      const pid_t tid = std::stoi(task.path().filename().string());
-      cpu_set_t had;
-      if (sched_getaffinity(tid, sizeof had, &had) != 0) continue;  // the thread has ended
-      if (sched_setaffinity(tid, sizeof one, &one) != 0) continue;
-      saved_.emplace_back(tid, had);
-    }
-  }
-  ~OneCpu() {
-    for (auto& [tid, had] : saved_) sched_setaffinity(tid, sizeof had, &had);
-  }
-  OneCpu(const OneCpu&) = delete;
-  OneCpu& operator=(const OneCpu&) = delete;
-
- private:
-  std::vector<std::pair<pid_t, cpu_set_t>> saved_;
-};
-
-double ns_since(std::chrono::steady_clock::time_point t0) {
-  return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+// COMPUTE:0's ring of the driver `own` opened.
+amd::RingView ring_of(SecondDriver& own) {
+  auto r = amd::ring_of(own.driver(), 0);
+  if (!r) throw std::runtime_error(r.error());
+  return *r;
 }
 
 Figure driver_part(const Device& device, int repeats) {
   if (auto why = refuses(device)) throw std::invalid_argument(*why);
   const tool::Gpu gpu = *gpu_of(device);
-  OwnDriver own(gpu, std::string(device.arch()));
+  SecondDriver own(gpu, kernel_bytes(device.arch()), kKernel, 0);  // on COMPUTE:0
   // What one launch value writes: its dwords in COMPUTE:0's ring and its kernel arguments
   // (the launch's parameters, the hidden arguments, the dispatch packet). The floor copies
   // exactly these.
   own.submit();
   own.wait();
-  const amd::RingView before = own.ring();
+  const amd::RingView before = ring_of(own);
   own.submit();
-  const amd::RingView after = own.ring();
+  const amd::RingView after = ring_of(own);
   own.wait();
   const std::uint64_t n = after.written - before.written, dwords = after.dwords;
   std::vector<std::uint32_t> words(n);
@@ -305,15 +95,15 @@ Figure driver_part(const Device& device, int repeats) {
   // A simulated GPU's engines are held while the burst is timed: on hardware the command
   // processor reading the ring is not a thread on the host's cores, as the simulator's is.
   auto driver_burst = [&] {
-    const std::uint64_t written = own.ring().written;
+    const std::uint64_t written = ring_of(own).written;
     if (gpu.hold_engines) gpu.hold_engines(true);
     const auto t0 = std::chrono::steady_clock::now();
     for (std::uint64_t i = 0; i < kBurst; ++i) own.submit();
     const double ns = ns_since(t0);
     if (gpu.hold_engines) gpu.hold_engines(false);
-    if (own.ring().written - written != kBurst * n)
+    if (ring_of(own).written - written != kBurst * n)
       throw std::runtime_error(fmt::format("{}: {} launch values wrote {} ring dwords, not {} each", device.name(),
-                                           kBurst, own.ring().written - written, n));
+                                           kBurst, ring_of(own).written - written, n));
     own.wait();
     return ns;
   };
@@ -337,25 +127,11 @@ Figure driver_part(const Device& device, int repeats) {
     reader.read(area, first_byte, taken);
     return ns;
   };
-  // Every thread on one CPU, the simulator's and the reader's included: where the command
-  // processor is a thread on another CPU of the host, the driver's figure carries that CPU's
-  // cache traffic over the ring, which varies with where the two CPUs and the driver's
-  // memory happen to lie (docs/bench.md), and which hardware's command processor does not
-  // cause. Both figures are taken so.
-  const OneCpu one_cpu;
-  const std::uint64_t bursts = 50'000 / kBurst;
   // Warm up over a lap of both areas at least, so that no page is touched first when timed.
   const std::uint64_t lap = std::max(dwords / n, after.kernarg_bytes / std::max<std::uint64_t>(k, 1)) / kBurst + 1;
-  for (std::uint64_t i = 0; i < std::max(bursts / 10, lap); ++i) driver_burst(), memcpy_burst();
-  std::vector<double> driver_ns, memcpy_ns;
-  for (int r = 0; r < repeats; ++r) {
-    double d = 0, m = 0;
-    for (std::uint64_t i = 0; i < bursts; ++i) d += driver_burst(), m += memcpy_burst();  // taking turns
-    driver_ns.push_back(d / double(bursts * kBurst));
-    memcpy_ns.push_back(m / double(bursts * kBurst));
-  }
+  const auto [driver, floor] = time_turns(driver_burst, memcpy_burst, lap, repeats);
   return make_figure(
-      on("submit-driver", device), spread_of(driver_ns), "ns", spread_of(memcpy_ns),
+      on("submit-driver", device), driver, "ns", floor,
       fmt::format("memcpy of the same {} ring dwords and {} bytes of kernel arguments into areas of the driver's "
                   "sizes, which another thread reads after each burst",
                   n, k),
@@ -365,7 +141,7 @@ Figure driver_part(const Device& device, int repeats) {
                   device.name(), kBurst));
 }
 
-AmdRegistration registration{{refuses, kernel, driver_part}};
+GpuRegistration registration{"AMD:", {refuses, kernel, driver_part}};
 
 }  // namespace
 }  // namespace rig::bench

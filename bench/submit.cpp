@@ -9,7 +9,8 @@
 // work is waited for, untimed, after each burst of 64 submits. The floor is the same
 // submission on the null driver timed the same way — the core alone — so the ratio is what
 // the device's driver adds. On an AMD GPU it also times the driver's own part of a launch
-// submission beside memcpy of the ring dwords it writes (amd_submit.hpp).
+// submission beside memcpy of the ring dwords it writes (amd_submit.cpp), and on an NVIDIA GPU
+// of rig's driver beside memcpy of its push-buffer words, bank 0 and QMD (nv_submit.cpp).
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
@@ -17,23 +18,27 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "amd_submit.hpp"
 #include "bench.hpp"
+#include "gpu_submit.hpp"
 #include "heap_count.hpp"
 
 namespace rig::bench {
 
 namespace {
-const AmdLaunches*& registered_amd() {
-  static const AmdLaunches* launches = nullptr;
-  return launches;
+std::vector<std::pair<std::string, const GpuLaunches*>>& registered() {
+  static auto* launches = new std::vector<std::pair<std::string, const GpuLaunches*>>;  // kept until exit
+  return *launches;
 }
 }  // namespace
 
-const AmdLaunches* amd_launches() { return registered_amd(); }
+const GpuLaunches* gpu_launches(std::string_view prefix) {
+  for (const auto& [p, launches] : registered())
+    if (p == prefix) return launches;
+  return nullptr;
+}
 
-AmdRegistration::AmdRegistration(AmdLaunches launches) {
-  registered_amd() = new AmdLaunches(std::move(launches));  // kept until the process exits
+GpuRegistration::GpuRegistration(std::string prefix, GpuLaunches launches) {
+  registered().emplace_back(std::move(prefix), new GpuLaunches(std::move(launches)));
 }
 
 namespace {
@@ -153,19 +158,20 @@ Figure allocations_figure(std::string name, double allocs, std::string note) {
 
 // The empty kernel the bench launches on `device`, or why it has none (in `why`).
 std::optional<Function> bench_kernel(const Device& device, std::string& why) {
-  const AmdLaunches* amd = amd_launches();
-  if (device.arch().starts_with("gfx")) {
-    if (!amd) {
-      why = fmt::format("this rig carries no kernel for {} ({}): its build compiles one with clang-19 and "
-                        "ld.lld-19, and found none",
-                        device.name(), device.arch());
+  const bool amd = device.arch().starts_with("gfx"), nv = device.name().starts_with("NV:");
+  if (amd || nv) {
+    const GpuLaunches* launches = gpu_launches(amd ? "AMD:" : "NV:");
+    if (!launches) {
+      why = fmt::format("this rig carries no kernel for {} ({}): {}", device.name(), device.arch(),
+                        amd ? "its build compiles one with clang-19 and ld.lld-19, and found none"
+                            : "it is built without rig's NVIDIA driver");
       return std::nullopt;
     }
-    if (auto r = amd->refuses(device)) {
+    if (auto r = launches->refuses(device)) {
       why = *r;
       return std::nullopt;
     }
-    return amd->kernel(device);
+    return launches->kernel(device);
   }
   if (auto r = refuses_launch(device)) {
     why = *r;
@@ -197,8 +203,9 @@ std::vector<Figure> submit_on(const Device& device, int repeats) {
   out.push_back(allocations_figure(on("submit-allocations", device), allocs,
                                    fmt::format("heap allocations per submit on {}, on the submitting thread",
                                                device.name())));
-  if (kernel && amd_launches() && !amd_launches()->refuses(device))
-    out.push_back(amd_launches()->driver_part(device, repeats));
+  for (const char* prefix : {"AMD:", "NV:"})
+    if (const GpuLaunches* launches = gpu_launches(prefix); kernel && launches && !launches->refuses(device))
+      out.push_back(launches->driver_part(device, repeats));
   return out;
 }
 

@@ -455,10 +455,9 @@ Result<std::string> driver_version(os::Seam& seam) {
 }
 
 Result<Objects> objects_of(edge::Driver& driver) {
-  auto* device = dynamic_cast<driver::Device*>(&driver);
-  if (!device) return std::unexpected(std::string("not a device of rig's NVIDIA driver"));
-  if (!device->is_open()) return std::unexpected(std::string("the device is closed"));
-  return device->objects();
+  auto device = driver::open_device(driver);
+  if (!device) return std::unexpected(device.error());
+  return (*device)->objects();
 }
 
 }  // namespace rig::nv

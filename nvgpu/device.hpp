@@ -192,6 +192,9 @@ class Device final : public edge::Driver {
 
   bool is_open() const { return open_; }
   Objects objects() const { return {rm_.root, vaspace_}; }
+  ComputeRings compute_rings() const {
+    return {compute_.push.host, kPushBytes, compute_.push_head, launch_ring_.host, kLaunchRingBytes, launch_head_};
+  }
 
   static int room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why);
   static int submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
@@ -370,5 +373,14 @@ class Device final : public edge::Driver {
   std::uint64_t heap_top_ = kHeapBase;
   std::multimap<std::uint64_t, std::uint64_t> heap_free_;  // bytes -> address
 };
+
+// The open device of rig's NVIDIA driver that `driver` is; Error if it is another driver's or
+// closed (objects_of, compute_rings_of).
+inline Result<Device*> open_device(edge::Driver& driver) {
+  auto* device = dynamic_cast<Device*>(&driver);
+  if (!device) return std::unexpected(std::string("not a device of rig's NVIDIA driver"));
+  if (!device->is_open()) return std::unexpected(std::string("the device is closed"));
+  return device;
+}
 
 }  // namespace rig::nv::driver

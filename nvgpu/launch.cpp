@@ -36,6 +36,27 @@ constexpr std::uint32_t kReleasePayloadAt = 3;
 // SEND_PCAS_A's data word follows its header (push.cpp's launch()).
 constexpr std::uint32_t kPcasAddressAt = 1;
 
+// Bank 0's address fields, each inside one word of the QMD (qmd.hpp), and the shift the
+// version stores the address with: V04_00 keeps it >> 6, V03_00 as it is.
+struct BankAddress {
+  Qmd_field lower, upper;
+  unsigned shift;
+};
+constexpr bool one_word(const Qmd_field& f) { return f.lo / 32 == f.hi / 32; }
+static_assert(one_word(qmd_v04::CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0)) &&
+              one_word(qmd_v04::CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(0)) &&
+              one_word(qmd_v03::CONSTANT_BUFFER_ADDR_LOWER(0)) && one_word(qmd_v03::CONSTANT_BUFFER_ADDR_UPPER(0)));
+BankAddress bank0_address(bool v04) {
+  if (v04) return {qmd_v04::CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0), qmd_v04::CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(0), 6};
+  return {qmd_v03::CONSTANT_BUFFER_ADDR_LOWER(0), qmd_v03::CONSTANT_BUFFER_ADDR_UPPER(0), 0};
+}
+// Word `from[i]` with field f (inside that word) set to `value`, f's word index i.
+std::uint32_t with_field(const std::vector<std::uint32_t>& from, const Qmd_field& f, std::uint64_t value) {
+  const unsigned shift = f.lo % 32, width = f.hi - f.lo + 1;
+  const std::uint32_t mask = (width >= 32 ? ~0u : (1u << width) - 1) << shift;
+  return (from[f.lo / 32] & ~mask) | (std::uint32_t(value << shift) & mask);
+}
+
 }  // namespace
 
 std::uint64_t Device::slot_bytes(const Kernel& k) const {
@@ -106,7 +127,7 @@ void Device::build_launch(const Kernel& k, const rig_launch& l) {
   q.constant_buffer(0, 0, k.bank0_bytes);  // its address is each launch's
   for (const PlacedBank& bank : k.banks) q.constant_buffer(bank.bank, bank.address, bank.bytes);
   q.local_memory(k.local_bytes, 0).invalidate_caches().sass_version(hopper ? 0x90 : 0x80);
-  b.qmd = q;
+  b.qmd.assign(q.words().begin(), q.words().end());
   b.qmd_at = round_up(k.bank0_bytes, kLaunchAlign);
   b.slot_bytes = slot_bytes(k);
   // The lone value: the launch, then the value's end as submit writes it with no parts before.
@@ -133,9 +154,13 @@ std::uint64_t Device::place_launch(const Kernel& k, const rig_launch& l) {
   std::byte* slot = launch_ring_.host + at;
   std::memcpy(slot, b.bank0.data(), b.bank0.size());
   std::memcpy(slot + k.param_offset, l.params, std::min(l.param_bytes, k.param_bytes));  // refs patched by rig
-  Qmd q = *b.qmd;
-  q.constant_buffer(0, launch_ring_.address + at, k.bank0_bytes);
-  std::memcpy(slot + b.qmd_at, q.words().data(), q.bytes());
+  // The QMD as built, its bank 0 address patched: the words written once, none read back.
+  const BankAddress field = bank0_address(gen_ == &kHopper);
+  const std::uint64_t bank = (launch_ring_.address + at) >> field.shift;
+  auto* qmd = reinterpret_cast<std::uint32_t*>(slot + b.qmd_at);
+  std::memcpy(qmd, b.qmd.data(), b.qmd.size() * 4);
+  qmd[field.lower.lo / 32] = with_field(b.qmd, field.lower, bank & 0xffffffffu);
+  qmd[field.upper.lo / 32] = with_field(b.qmd, field.upper, bank >> 32);
   launch_head_ += b.slot_bytes;
   return launch_ring_.address + at + b.qmd_at;
 }
@@ -188,3 +213,13 @@ void Device::submit_lone(const Kernel& k, const rig_launch& l, std::uint64_t v) 
 }
 
 }  // namespace rig::nv::driver
+
+namespace rig::nv {
+
+Result<ComputeRings> compute_rings_of(edge::Driver& driver) {
+  auto device = driver::open_device(driver);
+  if (!device) return std::unexpected(device.error());
+  return (*device)->compute_rings();
+}
+
+}  // namespace rig::nv

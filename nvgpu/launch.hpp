@@ -12,7 +12,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,7 +73,7 @@ struct BuiltLaunch {
   bool valid = false;
   std::uint32_t groups[3]{}, threads[3]{}, shared = 0;
   std::vector<std::byte> bank0;   // the driver's slots; the parameters' bytes zero
-  std::optional<Qmd> qmd;         // bank 0's address left 0
+  std::vector<std::uint32_t> qmd; // the QMD's words, bank 0's address left 0
   std::uint64_t slot_bytes = 0;   // bank 0 and the QMD in the launch ring, 256-aligned
   std::uint64_t qmd_at = 0;       // the QMD's offset in the slot
   // The lone value (a launch alone, no waits): its compute-channel words, the QMD's address

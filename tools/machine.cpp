@@ -24,6 +24,9 @@
 #include "../bench/bench.hpp"
 #include "nv/code.hpp"
 #include "nv/sim.hpp"  // tests/sim/nv/
+// The submit bench's kernel (bench/nv_kernels.cu), which the simulated GPU's engines run.
+extern const unsigned char rig_nv_bench_kernels_sm_90[], rig_nv_bench_kernels_sm_80[];
+extern const std::size_t rig_nv_bench_kernels_sm_90_size, rig_nv_bench_kernels_sm_80_size;
 #endif
 #if RIG_DRIVER_CUDA
 #include <rig/cuda.hpp>
@@ -70,7 +73,8 @@ os::Seam& amd_seam() {
 #if RIG_DRIVER_NV
 // The seam NVIDIA GPUs are reached through by rig's own driver: the system's, or with
 // RIG_SIM=nv a simulated Hopper (RIG_SIM=nv:ampere: an Ampere, nv:gvisor: a Hopper refusing
-// what gVisor's nvproxy refuses), the same one for every command of the tool.
+// what gVisor's nvproxy refuses), the same one for every command of the tool, its engines given
+// the submit bench's kernel.
 sim::nv::Simulator* nv_simulator() {
   const char* s = std::getenv("RIG_SIM");
   if (!s) return nullptr;
@@ -81,11 +85,18 @@ sim::nv::Simulator* nv_simulator() {
   else if (which == "nv:gvisor") config = sim::nv::Config{}, config->gvisor = true;
   if (!config) return nullptr;
   static auto* simulated = [&] {
-    auto* sim = new sim::nv::Simulator(*config);  // outlives the devices
-    // Its engines know the launch benches' kernels (nvcc's, which the simulator runs).
+    auto* made = new sim::nv::Simulator(*config);  // outlives the devices
+    const bool ampere = config->classes.sm == 80;
+    const auto* bytes = reinterpret_cast<const std::byte*>(ampere ? rig_nv_bench_kernels_sm_80 : rig_nv_bench_kernels_sm_90);
+    const std::size_t size = ampere ? rig_nv_bench_kernels_sm_80_size : rig_nv_bench_kernels_sm_90_size;
+    if (auto added = made->code().add_fatbin(std::span(bytes, size), ampere ? 80 : 90, "bench/nv_kernels"); !added)
+      fmt::print(stderr, "rig: the simulated GPU cannot run the submit bench's kernel: {}\n", added.error());
+    // The launch benches' empty kernel too (tests/cuda/kernels.cu, nvcc's fatbin).
     const unsigned sm = config->classes.sm;
-    (void)sim->code().add_fatbin(bench::nvidia_kernels(fmt::format("sm_{}", sm)), sm, "the benches' kernels");
-    return sim;
+    if (auto added = made->code().add_fatbin(bench::nvidia_kernels(fmt::format("sm_{}", sm)), sm, "the launch benches' kernels");
+        !added)
+      fmt::print(stderr, "rig: the simulated GPU cannot run the launch benches' kernel: {}\n", added.error());
+    return made;
   }();
   return simulated;
 }
@@ -121,7 +132,7 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
                      g.bus});
 #endif
 #if RIG_DRIVER_NV
-  const bool nv_simulated = nv_simulator() != nullptr;
+  auto* nv_simulated = nv_simulator();
   if (auto gpus = nv::gpus(nv_seam()))
     for (const auto& g : *gpus)
       out.push_back({fmt::format("NV:{}", g.index),
@@ -129,7 +140,8 @@ std::vector<Gpu> gpu_openers(const std::function<void(const std::string&)>& repo
                                  nv_simulated ? ", simulated (RIG_SIM=nv)" : ""),
                      [i = g.index] { return nv::opener(i, nv_seam()); },
                      1,  // submit rings the doorbells itself (rig/nv.hpp)
-                     {},
+                     nv_simulated ? std::function<void(bool)>([nv_simulated](bool held) { nv_simulated->hold(held); })
+                                  : std::function<void(bool)>(),
                      g.bus});
 #endif
 #if RIG_DRIVER_CUDA

@@ -88,6 +88,7 @@
 #include <rig/nv_abi.hpp>
 #include <rig/os.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -159,5 +160,17 @@ struct Objects {
   std::uint32_t client = 0, vaspace = 0;
 };
 Result<Objects> objects_of(edge::Driver& driver);
+
+// What a device an opener of this file made has written on COMPUTE:0, for the submit bench's
+// floor (bench/nv_submit.cpp), which copies the same bytes: the push buffer and the launch
+// ring (their CPU mappings and sizes), and the bytes ever taken of each, those skipped at
+// their ends included. Error if `driver` is another driver's or closed.
+struct ComputeRings {
+  const std::byte* push = nullptr;
+  std::uint64_t push_bytes = 0, push_taken = 0;
+  const std::byte* launches = nullptr;  // null until a kernel is resolved
+  std::uint64_t launch_bytes = 0, launch_taken = 0;
+};
+Result<ComputeRings> compute_rings_of(edge::Driver& driver);
 
 }  // namespace rig::nv

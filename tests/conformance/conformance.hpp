@@ -90,6 +90,10 @@ Target memory_io_target();
 Target driver_target(std::string name, std::function<edge::Opener<>()> make,
                      std::optional<std::uint64_t> commit_bound, std::string about = "");
 
+// The bytes of the file at `path`, for a target's image (a committed kernel binary); throws
+// std::runtime_error naming the file when it cannot be read.
+std::vector<std::byte> file_bytes(const std::string& path);
+
 // The targets built in: the host device, a memory device, and the fake driver in each of its
 // configurations. targets() is every target present: the host device and a memory device,
 // then every registered target in the order registrations ran, then the fake driver's

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <map>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -16,6 +18,16 @@ extern const unsigned char rig_conformance_kernels[];
 extern const std::size_t rig_conformance_kernels_size;
 
 namespace rig::conformance {
+
+std::vector<std::byte> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot read {}", path));
+  const std::vector<char> chars{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::vector<std::byte> out(chars.size());
+  std::memcpy(out.data(), chars.data(), chars.size());
+  return out;
+}
+
 namespace {
 
 using detail::unique;

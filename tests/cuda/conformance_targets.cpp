@@ -4,10 +4,6 @@
 // kernels.cu as nvcc compiled it.
 #include <fmt/format.h>
 
-#include <cstring>
-#include <fstream>
-#include <iterator>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,15 +18,7 @@ namespace conformance = rig::conformance;
 
 // The image: kernels.cu as nvcc built it (the committed sm_90 fatbin, whose PTX the fake
 // runs); the suite launches its function of no parameters, `empty`.
-std::vector<std::byte> fatbin() {
-  const std::string path = RIG_CUDA_KERNELS "/kernels.sm_90.fatbin";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(fmt::format("cannot read the committed fatbin {}", path));
-  const std::vector<char> chars{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  std::vector<std::byte> out(chars.size());
-  std::memcpy(out.data(), chars.data(), chars.size());
-  return out;
-}
+std::vector<std::byte> fatbin() { return conformance::file_bytes(RIG_CUDA_KERNELS "/kernels.sm_90.fatbin"); }
 
 conformance::Target fake_target() {
   conformance::Target t = conformance::driver_target(

@@ -11,9 +11,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,15 +37,7 @@ constexpr int kHangMs = 500;
 
 // The image the laws load: the CUDA tests' kernels as nvcc built them for sm_90.
 const std::vector<std::byte>& fatbin() {
-  static const std::vector<std::byte> bytes = [] {
-    const std::string path = RIG_NV_CONFORMANCE_KERNELS "/kernels.sm_90.fatbin";
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(fmt::format("cannot read the committed fatbin {}", path));
-    const std::vector<char> chars{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    std::vector<std::byte> out(chars.size());
-    std::memcpy(out.data(), chars.data(), chars.size());
-    return out;
-  }();
+  static const std::vector<std::byte> bytes = conformance::file_bytes(RIG_NV_CONFORMANCE_KERNELS "/kernels.sm_90.fatbin");
   return bytes;
 }
 

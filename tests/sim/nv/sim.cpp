@@ -695,6 +695,17 @@ void Simulator::fire(std::uint32_t notify_index, bool nonstall) {
   impl_->fire_locked(notify_index, nonstall, 0, 0);
 }
 
+void Simulator::hold(bool held) {
+  std::vector<std::shared_ptr<Channel>> channels;  // kept alive while held outside the lock
+  {
+    std::lock_guard lock(impl_->mutex);
+    for (auto& [h, c] : impl_->clients)
+      for (auto& [oh, o] : c.objects)
+        if (o.channel && o.channel->box) channels.push_back(o.channel);
+  }
+  for (auto& ch : channels) ch->box->engine->hold(held);
+}
+
 void Simulator::fail_next_ioctl(unsigned long request, int negative_errno) {
   std::lock_guard lock(impl_->mutex);
   impl_->fail_request = request, impl_->fail_error = negative_errno;

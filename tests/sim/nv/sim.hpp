@@ -135,6 +135,9 @@ class Simulator final : public os::Seam {
   // Fires the OS events bound to notifier `index` of the simulator's subdevices, as the
   // GPU's interrupt would (NONSTALL ones by their engine's index with the NONSTALL flag).
   void fire(std::uint32_t notify_index, bool nonstall);
+  // While held, every channel's engine takes no new GP entry and sleeps (Engine::hold), as a
+  // bench that times the driver alone needs; hold(true) returns once each is out of its entry.
+  void hold(bool held);
   // Fails the next call of ioctl `request` with `negative_errno` (once).
   void fail_next_ioctl(unsigned long request, int negative_errno);
 
