@@ -27,6 +27,6 @@ inline std::string kernel_text(const std::string& file) {
 }
 
 inline const char* const kernel_sources[] = {"saxpy", "reduce", "atomics", "globals", "dynshared"};
-inline const unsigned kernel_sms[] = {90, 80};
+inline const unsigned kernel_sms[] = {90, 89, 80};
 
 }  // namespace nvgpu_test
