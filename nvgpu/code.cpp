@@ -38,6 +38,12 @@ static_assert(sizeof(GrInfoParams) == 32);
 
 unsigned sm_of(const Generation* gen) { return gen == &kHopper ? 90 : 80; }
 
+// A thread's local memory: the largest of the kernel's frame and stack sizes, in the QMD's
+// units of 16 bytes.
+std::uint32_t local_bytes_of(const Cubin_kernel& ck) {
+  return std::uint32_t(round_up(std::max({ck.frame_size, ck.min_stack_size, ck.max_stack_size}), 16));
+}
+
 }  // namespace
 
 const LaunchLimits& Device::limits() const { return gen_ == &kHopper ? kHopperLimits : kAmpereLimits; }
@@ -119,6 +125,31 @@ Result<edge::Code> Device::image(std::span<const std::byte> binary) {
     std::memcpy(block->host + (at[i] - block->address), section.data(), section.size());
   }
 
+  // The local memory its kernels' frames take, within what rig gives a thread (a kernel over
+  // it is refused at room): a fresh, bigger backing store when the present one is short.
+  std::uint32_t local = 0;
+  for (const Cubin_kernel& ck : c.kernels)
+    if (const auto l = local_bytes_of(ck); l <= kLocalPerThreadMost) local = std::max(local, l);
+  if (local > local_per_thread_) {
+    const std::uint64_t bytes = round_up(std::uint64_t{local} * kThreadsPerSm * sm_count_, kPage);
+    auto store = make_memory(kVidmem, bytes);
+    if (!store) {
+      drop(*block);
+      return std::unexpected(fmt::format("no video memory for the local memory of {} bytes a thread ({}): {}", local,
+                                         edge::bytes_figure(bytes).text, store.error()));
+    }
+    auto placed_store = place(*store, bytes, false);
+    if (!placed_store) {
+      rm_.free(*store);
+      drop(*block);
+      throw edge::Fault(fmt::format("{}: mapping the local memory store's {}: {}", name_, edge::bytes_figure(bytes).text,
+                                    placed_store.error()));
+    }
+    if (local_store_.memory) local_retired_.push_back(local_store_);
+    local_store_ = *placed_store, local_per_thread_ = local;
+    windows_set_ = false;  // set before the next launch
+  }
+
   LoadedImage image;
   image.memory = *block;
   for (const Cubin_kernel& ck : c.kernels) {
@@ -132,7 +163,7 @@ Result<edge::Code> Device::image(std::span<const std::byte> binary) {
       if (bank == 0) bank0 = std::max<std::uint64_t>(bank0, c.sections[index].size);
     k->bank0_bytes = std::uint32_t(round_up(std::max<std::uint64_t>(bank0, bank0::kSmCount + 4), kBankAlign));
     k->static_shared = ck.static_shared;
-    k->local_bytes = std::uint32_t(round_up(std::max({ck.frame_size, ck.min_stack_size, ck.max_stack_size}), 16));
+    k->local_bytes = local_bytes_of(ck);
     auto product = [](const std::array<std::uint32_t, 3>& t) { return t[0] * std::max(t[1], 1u) * std::max(t[2], 1u); };
     k->max_threads = ck.max_threads[0] ? product(ck.max_threads) : ck.reqntid[0] ? product(ck.reqntid) : limits().block_threads;
     for (const auto& [bank, index] : c.banks)
@@ -180,6 +211,10 @@ void Device::unload(edge::ImageId id) {
 void Device::drop_code() {
   for (auto& [id, image] : images_) drop(image.memory);
   images_.clear();
+  for (Block& b : local_retired_) drop(b);
+  local_retired_.clear();
+  if (local_store_.memory) drop(local_store_), local_store_ = {};
+  local_per_thread_ = 0;
   if (launch_ring_.memory) drop(launch_ring_), launch_ring_ = {};
 }
 

@@ -358,7 +358,13 @@ class Device final : public edge::Driver {
   std::uint32_t sm_count_ = 0;
   Block launch_ring_;
   std::uint64_t launch_head_ = 0, launch_tail_ = 0;  // bytes written and done, ever
-  bool windows_set_ = false;  // the compute channel's memory windows are set
+  bool windows_set_ = false;  // the compute channel's memory windows (and local memory store) are set
+  // The local memory backing store, for local_per_thread_ bytes a thread (0: none yet). An
+  // image with a bigger frame gets a fresh one; those before it stay until close, since
+  // launches in flight may still use them.
+  Block local_store_;
+  std::uint32_t local_per_thread_ = 0;
+  std::vector<Block> local_retired_;
 
   std::mutex memory_lock_;  // the regions and the heap
   std::map<std::uintptr_t, Block> blocks_;

@@ -95,6 +95,9 @@ int Device::check_launch(const rig_part& p, std::uint32_t i, char* why) const {
   if (threads > k->max_threads)
     return rig_never(why, "part %u: %llu threads per block, over %s's limit of %u", i, (unsigned long long)threads,
                      k->name.c_str(), k->max_threads);
+  if (k->local_bytes > kLocalPerThreadMost)
+    return rig_never(why, "part %u: %s takes %u bytes of local memory a thread, over the %u NV:%d gives a thread", i,
+                     k->name.c_str(), k->local_bytes, kLocalPerThreadMost, index_);
   const std::uint64_t shared = std::uint64_t(k->static_shared) + l.shared;
   if (shared > lim.shared_per_sm)
     return rig_never(why, "part %u: %s of shared memory (%s asked, %s of %s's own), over the SM's %s", i,
@@ -169,9 +172,13 @@ void Device::encode_launch(Channel& c, const rig_launch& l) {
   const auto& k = *static_cast<const Kernel*>(l.launch);
   if (!k.built.same(l.groups, l.threads, l.shared)) build_launch(k, l);
   const std::uint64_t qmd = place_launch(k, l);
-  std::uint32_t storage[16];
+  std::uint32_t storage[32];
   Push p(storage);
-  if (!windows_set_) set_memory_windows(p, c.subchannel, kSharedWindow, kLocalWindow), windows_set_ = true;
+  if (!windows_set_) {
+    set_memory_windows(p, c.subchannel, kSharedWindow, kLocalWindow);
+    if (local_store_.memory) set_local_memory(p, c.subchannel, local_store_.address, local_store_.bytes, sm_count_);
+    windows_set_ = true;
+  }
   launch(p, c.subchannel, qmd,
          gen_ == &kHopper ? compute::PCAS_ACTION_PREFETCH_SCHEDULE : compute::PCAS_ACTION_INVALIDATE_COPY_SCHEDULE);
   wait_for_idle(p);  // the next part starts after the grid

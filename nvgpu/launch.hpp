@@ -41,7 +41,18 @@ constexpr std::uint64_t kLaunchRingBytes = 1 << 20;
 constexpr std::uint64_t kLaunchAlign = 256;  // SEND_PCAS_A takes the QMD's address >> 8
 // Bound of the words a launch writes on the compute channel (SEND_PCAS_A and _B, then a WFI),
 // and of the memory windows the first launch sets.
-constexpr std::uint64_t kLaunchWords = 8, kWindowWords = 8;
+constexpr std::uint64_t kLaunchWords = 8;
+// The memory windows (6 words) and, when a kernel has a stack, the local memory backing
+// store (SET_SHADER_LOCAL_MEMORY_A/B: 3 words, NON_THROTTLED_A/B/C: 4), set before the first
+// launch after either changes.
+constexpr std::uint64_t kWindowWords = 16;
+// Local memory: the backing store holds each thread's bytes (its kernel's frame, a multiple of
+// 16 as the QMD's SHADER_LOCAL_MEMORY_LOW_SIZE takes) for every thread an SM holds (2048 on
+// sm_80 and sm_90: CUDA programming guide, compute capabilities table) on every SM. rig gives a
+// thread at most kLocalPerThreadMost (rig's bound: 16 KiB x 2048 x 132 SMs is 4.2 GiB of an
+// H100's video memory); the hardware's own limit is 512 KiB (the same table).
+constexpr std::uint64_t kThreadsPerSm = 2048;
+constexpr std::uint32_t kLocalPerThreadMost = 16 * 1024;
 
 // What a GPU generation allows a launch (the CUDA C++ Programming Guide's table of compute
 // capabilities 8.0 and 9.0; the simulator's engine checks the same).

@@ -367,3 +367,77 @@ TEST_CASE("a kernel that touches unmapped memory stops the channel with Xid 31 n
   CHECK(c.space.get<std::uint32_t>(sem_va) == 0);
   CHECK(c.engine->launches() == 0);
 }
+
+// ---- Local memory (clcbc0.h/clc6c0.h SET_SHADER_LOCAL_MEMORY_A/B, NON_THROTTLED_A/B/C; the
+// QMD's SHADER_LOCAL_MEMORY_LOW/HIGH_SIZE).
+constexpr std::uint32_t SET_SHADER_LOCAL_MEMORY_A = 0x790, SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A = 0x2e4;
+constexpr std::uint64_t local_va = 0x10000000;
+
+void local_memory_low(Qmd_words& q, std::uint32_t bytes) {
+  q.v04 ? q.set(535, 512, bytes) : q.set(759, 736, bytes);  // SHADER_LOCAL_MEMORY_LOW_SIZE
+}
+
+// What pick_private (stack.cu) gives thread i for in[i] = v.
+std::int32_t pick_private_of(std::int32_t i, std::int32_t v, std::int32_t pick) {
+  std::int32_t a[32];
+  for (int j = 0; j < 32; ++j) a[j] = v + j;
+  for (int j = 0; j < 32; ++j) a[(pick * j + i) & 31] += j;
+  return a[(pick + i) & 31];
+}
+
+// pick_private (stack.cu, a 128-byte frame) with `local` bytes per thread in its QMD, after a
+// backing store of `store` bytes for `sms` SMs at local_va (none when store is 0).
+std::pair<std::uint32_t, std::string> stack_launch(Compute_channel& c, std::uint32_t local, std::uint64_t store,
+                                                   std::uint32_t sms) {
+  const unsigned n = 64;
+  c.space.add(x_va, n * 4), c.space.add(y_va, n * 4);
+  for (unsigned i = 0; i < n; ++i) c.space.set<std::int32_t>(x_va + 4 * i, std::int32_t(i));
+  c.param<std::uint64_t>(0, x_va), c.param<std::uint64_t>(8, y_va);
+  c.param<std::int32_t>(16, n), c.param<std::int32_t>(20, 5);
+  if (store) {
+    c.space.add(local_va, store);
+    c.submit({inc(compute_sub, SET_OBJECT, 1), c.cls(), inc(compute_sub, SET_SHADER_LOCAL_MEMORY_A, 2),
+              std::uint32_t(local_va >> 32), std::uint32_t(local_va), inc(compute_sub, SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A, 3),
+              std::uint32_t(store >> 32), std::uint32_t(store), sms});
+  }
+  auto q = c.qmd().grid(1).block(n);
+  local_memory_low(q, local);
+  c.launch(q);
+  REQUIRE(c.idle());
+  std::lock_guard lk(c.m);
+  if (c.stops.empty()) return {0, ""};
+  return c.stops.front();
+}
+
+TEST_CASE("a kernel with a stack runs only with its local memory in the QMD and a backing store for it") {
+  for (const bool hopper : {true, false}) {
+    CAPTURE(hopper);
+    constexpr std::uint32_t frame = 128;   // pick_private's int a[32]
+    constexpr std::uint64_t per_sm = 2048;  // threads an SM holds
+    {
+      Compute_channel c("stack", "pick_private", hopper);
+      const auto [xid, why] = stack_launch(c, 0, frame * per_sm, 1);
+      CHECK(xid == 13);
+      CHECK(why.find("below the kernel's 128 bytes of local memory per thread") != std::string::npos);
+    }
+    {
+      Compute_channel c("stack", "pick_private", hopper);
+      const auto [xid, why] = stack_launch(c, frame, 0, 0);
+      CHECK(xid == 13);
+      CHECK(why.find("pick_private") != std::string::npos);
+      CHECK(why.find("no local memory backing store") != std::string::npos);
+    }
+    {
+      Compute_channel c("stack", "pick_private", hopper);
+      const auto [xid, why] = stack_launch(c, frame, frame * per_sm * 2 - 16, 2);
+      CHECK(xid == 13);
+      CHECK(why.find("below the 0x80000 that 128 bytes per thread take on 2 SMs") != std::string::npos);
+    }
+    {
+      Compute_channel c("stack", "pick_private", hopper);
+      const auto [xid, why] = stack_launch(c, frame, frame * per_sm * 2, 2);
+      REQUIRE_MESSAGE(xid == 0, why);
+      for (unsigned i = 0; i < 64; ++i) CHECK(c.space.get<std::int32_t>(y_va + 4 * i) == pick_private_of(i, i, 5));
+    }
+  }
+}

@@ -26,7 +26,7 @@ inline std::string kernel_text(const std::string& file) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
-inline const char* const kernel_sources[] = {"saxpy", "reduce", "atomics", "globals", "dynshared"};
-inline const unsigned kernel_sms[] = {90, 80};
+inline const char* const kernel_sources[] = {"saxpy", "reduce", "atomics", "globals", "dynshared", "stack"};
+inline const unsigned kernel_sms[] = {90, 89, 80};
 
 }  // namespace nvgpu_test

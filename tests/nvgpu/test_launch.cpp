@@ -428,3 +428,60 @@ TEST_CASE("launches over half the launch ring in one value are refused; those th
   CHECK(!g.d.lost());
   CHECK(g.sim.faults().empty());
 }
+
+namespace {
+
+// What pick_private (stack.cu) gives thread i for in[i] = v.
+std::int32_t pick_private_of(std::int32_t i, std::int32_t v, std::int32_t pick) {
+  std::int32_t a[32];
+  for (int j = 0; j < 32; ++j) a[j] = v + j;
+  for (int j = 0; j < 32; ++j) a[(pick * j + i) & 31] += j;
+  return a[(pick + i) & 31];
+}
+
+}  // namespace
+
+TEST_CASE("a kernel with a stack runs on the local memory store the driver sets, on Hopper and Ampere") {
+  for (const bool hopper : {true, false}) {
+    CAPTURE(hopper);
+    Gpu g({"stack"}, hopper);
+    Function f = g.function("stack", "pick_private");
+    const unsigned n = 200;
+    Buffer in = filled<std::int32_t>(g.d, n, [](std::size_t i) { return std::int32_t(3 * i); });
+    Buffer out = filled<std::int32_t>(g.d, n, [](std::size_t) { return std::int32_t(-1); });
+    auto s = launch_of(g.d, f, 24, {0, 8}, 1, 1);
+    Buffer reads[] = {in}, writes[] = {out};
+    for (const std::int32_t pick : {5, 11}) {  // twice: the store is set once and stays
+      Run run;
+      auto b = s.block(0);
+      run.groups(b, 2);
+      run.threads(b, 128);
+      run.set<std::int32_t>(b, 16, std::int32_t(n));
+      run.set<std::int32_t>(b, 20, pick);
+      submit(s, run, reads, writes).wait();
+      out.read<std::int32_t>([&](std::span<const std::int32_t> v) {
+        for (unsigned i = 0; i < n; ++i) REQUIRE(v[i] == pick_private_of(std::int32_t(i), std::int32_t(3 * i), pick));
+      });
+    }
+    CHECK(g.sim.faults().empty());
+  }
+}
+
+TEST_CASE("room refuses a kernel whose local memory a thread is over what the driver gives, naming it and the limit") {
+  Gpu g({"stack"});
+  Function f = g.function("stack", "huge_private");
+  Buffer in = Buffer::create(g.d, 4096, Memory::Mapped), out = Buffer::create(g.d, 4096, Memory::Mapped);
+  auto s = launch_of(g.d, f, 20, {0, 8}, 1, 1);  // in, out, pick
+  Buffer reads[] = {in}, writes[] = {out};
+  Run run;
+  run.threads(s.block(0), 32);
+  try {
+    submit(s, run, reads, writes);
+    FAIL("the launch was not refused");
+  } catch (const std::invalid_argument& e) {
+    CHECK(has(e.what(), "NV:0: part 0: huge_private takes 131072 bytes of local memory a thread, over the 16384 NV:0 "
+                        "gives a thread"));
+  }
+  usable(g.d);
+  CHECK(g.sim.faults().empty());
+}

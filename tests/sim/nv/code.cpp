@@ -108,7 +108,7 @@ std::expected<std::size_t, std::string> Code::add(std::span<const std::byte> cub
     auto& e = impl_->entries.emplace_back();
     e.module = &mod;
     e.kernel = {k.name, cubin->sm, k.text.size(), k.param_offset, k.param_size, k.static_shared,
-                k.registers, k.max_threads, symbols};
+                k.registers, k.max_threads, k.local_bytes, symbols};
     e.text = std::move(k.text);
     e.mask.assign(e.text.size(), std::byte{0xff});
     for (const auto& r : k.text_relocs) {

@@ -42,6 +42,7 @@ struct Kernel {
   std::uint32_t static_shared = 0;  // .nv.shared.<fn>'s size, reserved block included
   std::uint32_t registers = 0;
   std::uint32_t max_threads = 0;    // 0 when the cubin gives none
+  std::uint32_t local_bytes = 0;    // per thread, from the cubin's frame and stack sizes
   std::vector<Symbol> symbols;      // the module variables it may use, and where
 };
 

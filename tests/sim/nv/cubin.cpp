@@ -253,11 +253,17 @@ Cubin cubin(std::span<const std::byte> input) {
     return rs;
   };
 
-  // The module-wide .nv.info: registers by kernel symbol.
-  std::map<std::uint32_t, std::uint32_t> regcount;
+  // The module-wide .nv.info: registers and local memory by kernel symbol.
+  std::map<std::uint32_t, std::uint32_t> regcount, local;
   if (const Section* info = section(".nv.info"))
-    for (const auto& r : records(contents(b, *info), ".nv.info"))
-      if (r.attr == kAttrRegcount) regcount[value_u32(r, 0, "REGCOUNT's symbol")] = value_u32(r, 4, "REGCOUNT's count");
+    for (const auto& r : records(contents(b, *info), ".nv.info")) {
+      if (r.attr == kAttrRegcount) {
+        regcount[value_u32(r, 0, "REGCOUNT's symbol")] = value_u32(r, 4, "REGCOUNT's count");
+      } else if (r.attr == kAttrFrameSize || r.attr == kAttrMinStackSize || r.attr == kAttrMaxStackSize) {
+        auto& bytes = local[value_u32(r, 0, "a frame or stack size's symbol")];
+        bytes = std::max(bytes, value_u32(r, 4, "a frame or stack size"));
+      }
+    }
 
   // Kernels.
   for (std::uint32_t i = 0; i < out.symbols.size(); ++i) {
@@ -276,6 +282,7 @@ Cubin cubin(std::span<const std::byte> input) {
         bad(fmt::format("a relocation of {} at {:#x} lies past its {} bytes", text_name, r.offset, k.text.size()));
     k.registers = text->info >> 24;
     if (const auto it = regcount.find(i); it != regcount.end()) k.registers = it->second;
+    if (const auto it = local.find(i); it != local.end()) k.local_bytes = it->second;
     if (const Section* shared = section(".nv.shared." + sym.name)) {
       if (shared->size > 0xffffffffu) bad(fmt::format("{} has {} bytes", shared->name, shared->size));
       k.static_shared = std::uint32_t(shared->size);

@@ -59,6 +59,8 @@ inline constexpr std::uint8_t kAttrParamCbank = 0x0a;
 inline constexpr std::uint8_t kAttrKparamInfo = 0x17;
 inline constexpr std::uint8_t kAttrCbankParamSize = 0x19;
 inline constexpr std::uint8_t kAttrRegcount = 0x2f;
+// Per-kernel local memory in the module .nv.info (SVAL: u32 symbol, u32 bytes per thread).
+inline constexpr std::uint8_t kAttrFrameSize = 0x11, kAttrMinStackSize = 0x12, kAttrMaxStackSize = 0x23;
 
 // Relocation types (R_CUDA_*).
 inline constexpr std::uint32_t kRelocCuda32 = 1;
@@ -97,6 +99,7 @@ struct Kernel_info {
   std::uint32_t registers = 0;     // REGCOUNT, else .text's sh_info 31:24
   std::uint32_t max_threads = 0;   // MAX_THREADS' product, 0 when absent
   std::uint32_t static_shared = 0; // sh_size of .nv.shared.<name>
+  std::uint32_t local_bytes = 0;   // per thread: the largest of FRAME_SIZE, MIN/MAX_STACK_SIZE
 };
 
 // A module variable the cubin places: in `bank` at `offset` when its section is

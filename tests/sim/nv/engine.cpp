@@ -86,6 +86,7 @@ enum Compute_method : std::uint32_t {
 };
 constexpr std::uint32_t window_upper_mask = 0x1ffff;       // *_WINDOW_A_BASE_ADDRESS_UPPER 16:0
 constexpr std::uint32_t local_memory_upper_mask = 0x1ffffff;  // SET_SHADER_LOCAL_MEMORY_A 24:0
+constexpr std::uint32_t local_memory_sm_mask = 0x1ff;         // SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C 8:0
 constexpr unsigned qmd_address_shift = 8;                   // SEND_PCAS_A_QMD_ADDRESS_SHIFTED8
 // SEND_SIGNALING_PCAS2_B_PCAS_ACTION 3:0.
 enum Pcas_action : std::uint32_t {
@@ -98,6 +99,7 @@ enum Pcas_action : std::uint32_t {
 constexpr std::uint64_t max_grid_x = 0x7fffffff;
 constexpr std::uint32_t max_block_xy = 1024, max_block_z = 64, max_block_threads = 1024;
 constexpr std::uint32_t max_registers = 255;
+constexpr std::uint64_t max_threads_per_sm = 2048;  // resident threads per SM, on sm_80 and sm_90 alike
 constexpr std::uint32_t max_shared_sm90 = 228 * 1024, max_shared_sm80 = 164 * 1024;  // incl. the 1 KiB reserved
 
 // The channel stops: `xid` and the reason (without the channel's name).
@@ -151,7 +153,8 @@ struct Engine::Impl {
   // Compute state.
   struct {
     std::uint64_t shared_window = 0, local_window = 0, local_memory = 0;
-    std::uint32_t local_memory_size = 0;
+    std::uint64_t local_memory_size = 0;  // NON_THROTTLED_A/B: SIZE_UPPER 7:0, SIZE_LOWER 31:0
+    std::uint32_t local_memory_sms = 0;   // NON_THROTTLED_C: MAX_SM_COUNT 8:0
     std::uint64_t qmd = 0;
   } compute;
 
@@ -657,8 +660,13 @@ void Engine::Impl::compute_method(std::uint32_t cls, const Method& method) {
     case invalidate_shader_caches_no_wfi:
     case set_shader_cache_control:
     case set_shader_local_memory_non_throttled_a:
+      compute.local_memory_size = (compute.local_memory_size & 0xffffffffull) | (std::uint64_t{d & 0xff} << 32);
+      return;
     case set_shader_local_memory_non_throttled_b:
+      compute.local_memory_size = (compute.local_memory_size & ~0xffffffffull) | d;
+      return;
     case set_shader_local_memory_non_throttled_c:
+      compute.local_memory_sms = d & local_memory_sm_mask;
       return;
     case set_shader_shared_memory_window_a:
       compute.shared_window = (compute.shared_window & 0xffffffffull) | (std::uint64_t{d & window_upper_mask} << 32);
@@ -751,6 +759,27 @@ void Engine::Impl::launch(std::uint32_t cls) {
   if (std::uint64_t{k.param_offset} + k.param_size > bank0.size)
     throw bad_k(fmt::format("constant bank 0 has {} bytes, the parameters end at {:#x}", bank0.size,
                             k.param_offset + k.param_size));
+  // Local memory: the QMD gives each thread at least the kernel's frame, and the channel has a
+  // backing store (SET_SHADER_LOCAL_MEMORY_A/B) of that much for every thread an SM holds, on
+  // every SM the store is sized for (NON_THROTTLED_A/B/C).
+  const std::uint64_t per_thread = std::uint64_t{q.local_memory_low} + q.local_memory_high;
+  if (per_thread < k.local_bytes)
+    throw bad_k(fmt::format("SHADER_LOCAL_MEMORY_LOW_SIZE {} + HIGH_SIZE {} is below the kernel's {} bytes of local "
+                            "memory per thread", q.local_memory_low, q.local_memory_high, k.local_bytes));
+  if (per_thread > 0) {
+    if (compute.local_memory == 0 || compute.local_memory_size == 0 || compute.local_memory_sms == 0)
+      throw bad_k(fmt::format("{} bytes of local memory per thread, and the channel has no local memory backing store "
+                              "(SET_SHADER_LOCAL_MEMORY_A/B and NON_THROTTLED_A/B/C)", per_thread));
+    const std::uint64_t need = per_thread * max_threads_per_sm * compute.local_memory_sms;
+    if (compute.local_memory_size < need)
+      throw bad_k(fmt::format("the local memory backing store's {:#x} bytes are below the {:#x} that {} bytes per "
+                              "thread take on {} SMs of {} threads", compute.local_memory_size, need, per_thread,
+                              compute.local_memory_sms, max_threads_per_sm));
+    if (setup.sm_count != 0 && compute.local_memory_sms < setup.sm_count)
+      throw bad_k(fmt::format("the local memory backing store is sized for {} SMs of the GPU's {}",
+                              compute.local_memory_sms, setup.sm_count));
+    read(compute.local_memory, need, "the local memory backing store");
+  }
   const auto params = read(bank0.address + k.param_offset, k.param_size, "kernel parameters in constant bank 0");
   std::vector<Placement> placements;
   for (const Symbol& s : k.symbols) {

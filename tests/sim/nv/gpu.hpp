@@ -43,6 +43,7 @@ struct Channel_setup {
   std::byte* error_notifier = nullptr;  // host bytes of the NvNotification the channel's
                                         // hObjectError names (index 0), or null
   const Code* code = nullptr;       // the kernels a launch may run
+  std::uint32_t sm_count = 0;       // the SMs a local memory backing store must cover (0: unchecked)
   // A NON_STALL_INTERRUPT method executed: the OS events bound to the channel's engine fire.
   std::function<void()> nonstall;
   // The channel stopped on an error: `xid` is the RC code a real GPU reports (13 GR

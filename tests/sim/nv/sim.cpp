@@ -235,6 +235,7 @@ void Simulator::Impl::schedule(Channel& ch, bool enable) {
   setup.gpfifo_entries = ch.gpfifo_entries;
   setup.error_notifier = box->notifier ? box->notifier->view : nullptr;
   setup.code = &code;
+  setup.sm_count = 1 * 1 * 2;  // GR_GET_INFO's GPCs x TPCs per GPC x SMs per TPC (rm.cpp)
   const bool compute = ch.kind == Engine_kind::compute;
   setup.nonstall = [this, compute] {
     std::lock_guard lock(mutex);
