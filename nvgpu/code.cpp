@@ -147,7 +147,7 @@ Result<edge::Code> Device::image(std::span<const std::byte> binary) {
     }
     if (local_store_.memory) local_retired_.push_back(local_store_);
     local_store_ = *placed_store, local_per_thread_ = local;
-    windows_set_ = false;  // set before the next launch
+    store_generation_.fetch_add(1, std::memory_order_release);  // set before the next launch room plans
   }
 
   LoadedImage image;

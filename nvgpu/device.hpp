@@ -358,10 +358,19 @@ class Device final : public edge::Driver {
   std::uint32_t sm_count_ = 0;
   Block launch_ring_;
   std::uint64_t launch_head_ = 0, launch_tail_ = 0;  // bytes written and done, ever
-  bool windows_set_ = false;  // the compute channel's memory windows (and local memory store) are set
+  // The compute channel's memory windows and local memory store: set at all, and for which of
+  // the stores image made (store_generation_). image may run on another thread than room and
+  // submit, so it only publishes a store (under memory_lock_) and counts a generation; room
+  // notes the generation it planned for, and submit sets that store, so the words room counted
+  // are the words submit writes.
+  bool windows_set_ = false;
+  std::uint64_t windows_generation_ = 0;          // the store set on the channel (room, submit)
+  mutable std::uint64_t planned_generation_ = 0;  // the store room planned for
+  std::atomic<std::uint64_t> store_generation_{0};
+  bool windows_due() const { return !windows_set_ || windows_generation_ != planned_generation_; }
   // The local memory backing store, for local_per_thread_ bytes a thread (0: none yet). An
   // image with a bigger frame gets a fresh one; those before it stay until close, since
-  // launches in flight may still use them.
+  // launches in flight may still use them. Under memory_lock_.
   Block local_store_;
   std::uint32_t local_per_thread_ = 0;
   std::vector<Block> local_retired_;

@@ -174,10 +174,17 @@ void Device::encode_launch(Channel& c, const rig_launch& l) {
   const std::uint64_t qmd = place_launch(k, l);
   std::uint32_t storage[32];
   Push p(storage);
-  if (!windows_set_) {
+  if (windows_due()) {
     set_memory_windows(p, c.subchannel, kSharedWindow, kLocalWindow);
-    if (local_store_.memory) set_local_memory(p, c.subchannel, local_store_.address, local_store_.bytes, sm_count_);
-    windows_set_ = true;
+    Block store;
+    {
+      // The newest store (of room's generation or a later one): big enough for every kernel
+      // loaded by the time room planned this value.
+      std::lock_guard lock(memory_lock_);
+      store = local_store_;
+    }
+    if (store.memory) set_local_memory(p, c.subchannel, store.address, store.bytes, sm_count_);
+    windows_set_ = true, windows_generation_ = planned_generation_;
   }
   launch(p, c.subchannel, qmd,
          gen_ == &kHopper ? compute::PCAS_ACTION_PREFETCH_SCHEDULE : compute::PCAS_ACTION_INVALIDATE_COPY_SCHEDULE);
@@ -187,7 +194,7 @@ void Device::encode_launch(Channel& c, const rig_launch& l) {
 
 const Kernel* Device::lone_launch(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const {
   if (count != 1 || waits || parts[0].kind != RIG_KIND_LAUNCH || parts[0].queue != 1) return nullptr;
-  if (!compute_.bound || !windows_set_) return nullptr;
+  if (!compute_.bound || windows_due()) return nullptr;
   const rig_launch& l = parts[0].work.launch;
   const auto* k = static_cast<const Kernel*>(l.launch);
   // Built for this geometry: room took it when it was built, and what it checks does not change.

@@ -46,7 +46,8 @@ int Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t waits
   words[1] = 0;
   launch_bytes = 0;
   std::uint64_t launch_at = launch_head_;
-  bool windows = windows_set_;
+  planned_generation_ = store_generation_.load(std::memory_order_acquire);
+  bool windows = !windows_due();
   int last = -1;
   for (std::uint32_t i = 0; i < count; ++i) {
     const rig_part& p = parts[i];
@@ -154,6 +155,7 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
                    std::uint64_t v, std::uint64_t* times, const char** failure) {
   Device& d = self(edge);
   const bool was_bound[2] = {d.compute_.bound, d.copy_.bound}, had_windows = d.windows_set_;
+  const std::uint64_t had_generation = d.windows_generation_;
   try {
     if (!times)
       if (const Kernel* k = d.lone_launch(parts, count, wait_count)) {
@@ -267,6 +269,7 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
   } catch (const std::exception& e) {
     d.compute_.words.clear(), d.copy_.words.clear();  // nothing of the value reached a ring
     d.compute_.bound = was_bound[0], d.copy_.bound = was_bound[1], d.windows_set_ = had_windows;
+    d.windows_generation_ = had_generation;
     thread_local std::string why;
     why = d.name_ + ": " + e.what();
     *failure = why.c_str();
