@@ -1,6 +1,7 @@
 // `rig devices`: the devices this machine can open, with their facts, and the GPUs on its PCI
 // bus, with why rig can or cannot open each.
 #include <rig/amd_abi.hpp>
+#include <rig/nv_abi.hpp>
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
@@ -36,14 +37,18 @@ nlohmann::json amd_compute(const Device& d) {
   return {{"compute_units", abi->compute_units}, {"xccs", abi->xccs}, {"wave_size", abi->wave_size}};
 }
 
-// A device of rig's NVIDIA driver ("NV:n"): the kernel driver's version beside its facts;
-// null for other devices.
+// A device of rig's NVIDIA driver ("NV:n"): the kernel driver's version and its compute
+// (rig/nv_abi.hpp) beside its facts; null for other devices.
 bool is_nv(const Device& d) { return d.name().starts_with("NV:"); }
 nlohmann::json nv_facts(const Device& d) {
   if (!is_nv(d)) return nullptr;
   auto version = nv_driver_version();
-  return {{"driver_version", version ? nlohmann::json(*version) : nlohmann::json()},
-          {"video_memory", d.facts().budget}};
+  nlohmann::json facts{{"driver_version", version ? nlohmann::json(*version) : nlohmann::json()},
+                       {"video_memory", d.facts().budget}};
+  if (const auto* abi = d.capability(nv::kAbi))
+    facts["sms"] = abi->sm_count, facts["shared_per_sm"] = abi->shared_per_sm,
+    facts["shared_per_block"] = abi->shared_per_block;
+  return facts;
 }
 
 nlohmann::json describe(const Device& d) {
@@ -176,6 +181,9 @@ int devices(const DevicesOptions& options) {
       fmt::print("  NVIDIA: {} video memory, kernel driver {}, bus {}\n",
                  fmt::format("{:.1f} GiB", double(f.budget) / double(1u << 30)),
                  version ? *version : "unknown (" + version.error() + ")", f.bus.value_or("unknown"));
+      if (const auto* abi = d.capability(nv::kAbi))
+        fmt::print("  compute: {} SMs, {} KiB shared memory an SM, {} KiB a block\n", abi->sm_count,
+                   abi->shared_per_sm / 1024, abi->shared_per_block / 1024);
     }
   }
   print_pci(scan, reach);

@@ -46,9 +46,15 @@ if nv:
           facts.get("arch") == "sm_90" and facts.get("bus") == "0000:41:00.0"
           and (facts.get("nv") or {}).get("driver_version") == "580.142"
           and (facts.get("nv") or {}).get("video_memory") == facts.get("budget") > 0, facts)
+    nv_facts = facts.get("nv") or {}
+    check("NV:0's facts give its SMs and shared memory, a block's below an SM's",
+          nv_facts.get("sms", 0) > 0 and 0 < nv_facts.get("shared_per_block", 0) < nv_facts.get("shared_per_sm", 0),
+          facts)
 text = run("devices")
 check("devices prints NV:0 with the kernel driver's version and its bus",
       "NV:0  arch sm_90" in text.stdout and "kernel driver 580.142, bus 0000:41:00.0" in text.stdout, text.stdout)
+if nv:
+    check("devices prints NV:0's SM count", f"compute: {nv_facts.get('sms')} SMs" in text.stdout, text.stdout)
 ampere = run("devices", "--json", sim="nv:ampere")
 check("with RIG_SIM=nv:ampere, NV:0 is sm_80", any(d.get("name") == "NV:0" and d.get("arch") == "sm_80"
                                                   for d in json.loads(ampere.stdout or "[]")), ampere.stdout)
