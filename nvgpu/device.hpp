@@ -234,7 +234,7 @@ class Device final : public edge::Driver {
   void put(Channel& c, std::span<const std::uint32_t> w) { c.words.insert(c.words.end(), w.begin(), w.end()); }
   void sync(int from, int to);
   // Puts the value's words on channel c's ring; `tag` is what the entry holds (entry_tags_).
-  void hand_over(Channel& c, std::uint64_t tag);
+  void hand_over(Channel& c, std::uint64_t tag, const Kernel* kernel = nullptr);
   // ", value 12 part 0" for the value channel `ch` (0 compute, 1 copy) stopped in: the first
   // one the word does not show that has an entry on it (each channel runs its entries in
   // order, and a value's entries end before its word); its part where the entry holds one.
@@ -345,6 +345,11 @@ class Device final : public edge::Driver {
   std::unique_ptr<std::atomic<std::uint64_t>[]> entry_tags_[2]{
       std::make_unique<std::atomic<std::uint64_t>[]>(kGpEntries),
       std::make_unique<std::atomic<std::uint64_t>[]>(kGpEntries)};
+  // The kernel of each compute GP entry whose one part is a launch (else null), for the fault's
+  // words; a fault names it only while its image is loaded (kernel_name).
+  std::unique_ptr<std::atomic<const Kernel*>[]> entry_kernels_ = std::make_unique<std::atomic<const Kernel*>[]>(kGpEntries);
+  // The name of `k` if an image loaded holds it, else "".
+  std::string kernel_name(const Kernel* k) const;
 
   // Images (code.cpp) and the launch ring (launch.cpp), which the timeline word reclaims as it
   // does the push buffers.
@@ -375,7 +380,7 @@ class Device final : public edge::Driver {
   std::uint32_t local_per_thread_ = 0;
   std::vector<Block> local_retired_;
 
-  std::mutex memory_lock_;  // the regions and the heap
+  mutable std::mutex memory_lock_;  // the regions and the heap
   std::map<std::uintptr_t, Block> blocks_;
   // Host memory map_host mapped, by its first byte: the GPU's VA space takes a range once, so
   // a mapping inside one made already shares it.

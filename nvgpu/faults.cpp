@@ -42,15 +42,26 @@ std::string Device::fault_place(int ch) const {
   const std::uint64_t done = __atomic_load_n(word_, __ATOMIC_ACQUIRE);
   constexpr std::uint64_t kValueMask = (1ull << 48) - 1;
   std::uint64_t first = 0;
+  std::uint32_t entry = 0;
   for (std::uint32_t i = 0; i < kGpEntries; ++i) {
     const std::uint64_t t = entry_tags_[ch][i].load(std::memory_order_relaxed);
     const std::uint64_t v = t & kValueMask;
-    if (v > done && (first == 0 || v < (first & kValueMask))) first = t;
+    if (v > done && (first == 0 || v < (first & kValueMask))) first = t, entry = i;
   }
   if (first == 0) return "";
   const std::uint64_t part = first >> 48;
   if (part == kSeveralParts) return fmt::format(", value {}", first & kValueMask);
-  return fmt::format(", value {} part {}", first & kValueMask, part);
+  std::string name = ch == 0 ? kernel_name(entry_kernels_[entry].load(std::memory_order_relaxed)) : "";
+  return fmt::format(", value {} part {}{}", first & kValueMask, part, name.empty() ? "" : " (kernel " + name + ")");
+}
+
+std::string Device::kernel_name(const Kernel* k) const {
+  if (!k) return "";
+  std::lock_guard lock(memory_lock_);
+  for (const auto& [id, image] : images_)
+    for (const auto& [name, kernel] : image.kernels)
+      if (kernel.get() == k) return name;
+  return "";
 }
 
 void Device::sleep(std::uint64_t v, std::chrono::nanoseconds most) {

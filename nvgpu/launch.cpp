@@ -221,6 +221,7 @@ void Device::submit_lone(const Kernel& k, const rig_launch& l, std::uint64_t v) 
   w[b.lone_value_at] = std::uint32_t(v), w[b.lone_value_at + 1] = std::uint32_t(v >> 32);
   c.push_head += bytes;
   entry_tags_[0][c.gp_put % kGpEntries].store(v, std::memory_order_relaxed);  // value v, part 0
+  entry_kernels_[c.gp_put % kGpEntries].store(&k, std::memory_order_relaxed);
   ring(c, c.push.address + at, std::uint32_t(b.lone.size()));
   flights_.push_back({v, {c.push_head, copy_.push_head}, {c.gp_put, copy_.gp_put}, launch_head_});
   submitted_ = v;

@@ -128,9 +128,10 @@ void Device::sync(int from, int to) {
   put(t, acq.words());
 }
 
-void Device::hand_over(Channel& c, std::uint64_t tag) {
+void Device::hand_over(Channel& c, std::uint64_t tag, const Kernel* kernel) {
   if (c.words.empty()) return;
   entry_tags_[&c == &compute_ ? 0 : 1][c.gp_put % kGpEntries].store(tag, std::memory_order_relaxed);
+  if (&c == &compute_) entry_kernels_[c.gp_put % kGpEntries].store(kernel, std::memory_order_relaxed);
   const std::uint64_t bytes = c.words.size() * 4;
   const std::uint64_t cost = push_cost(c, bytes);
   c.push_head += cost - bytes;  // skipped to the start where it would straddle the end
@@ -259,7 +260,9 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
       return v | (parts_on[ch] == 1 ? std::uint64_t(part_on[ch]) : kSeveralParts) << 48;
     };
     d.hand_over(d.copy_, tag(1));
-    d.hand_over(d.compute_, tag(0));
+    const rig_part& only = parts[part_on[0]];
+    const bool one_launch = parts_on[0] == 1 && only.kind == RIG_KIND_LAUNCH;
+    d.hand_over(d.compute_, tag(0), one_launch ? static_cast<const Kernel*>(only.work.launch.launch) : nullptr);
     f.push_end[0] = d.compute_.push_head, f.push_end[1] = d.copy_.push_head;
     f.gp_end[0] = d.compute_.gp_put, f.gp_end[1] = d.copy_.gp_put;
     f.launch_end = d.launch_head_;

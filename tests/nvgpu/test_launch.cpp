@@ -485,3 +485,35 @@ TEST_CASE("room refuses a kernel whose local memory a thread is over what the dr
   usable(g.d);
   CHECK(g.sim.faults().empty());
 }
+
+TEST_CASE("a kernel's MMU fault loses NV:0 naming COMPUTE:0, the value, the part and the kernel; another device goes on") {
+  Gpu g({"saxpy"});
+  Function f = g.function("saxpy", "saxpy");
+  Device cpu = host();
+  // saxpy's x and y (at 8 and 16) are raw addresses no range of the GPU's VA space holds.
+  Submission::Launch launch{f, 28, {}};
+  Submission::Part part{"", {}, launch};
+  auto s = Submission::make(g.d, std::span(&part, 1), 0, 0);
+  Run run;
+  auto b = s.block(0);
+  run.groups(b, 1);
+  run.threads(b, 32);
+  run.set<float>(b, 0, 2.0f);
+  run.set<std::uint64_t>(b, 8, std::uint64_t{1} << 45);
+  run.set<std::uint64_t>(b, 16, std::uint64_t{1} << 45);
+  run.set<std::uint32_t>(b, 24, 32);
+  std::string why;
+  try {
+    submit(s, run, {}, {}).wait();
+  } catch (const Lost& e) {
+    why = e.what();
+  }
+  CAPTURE(why);
+  CHECK(has(why, "NV:0"));
+  CHECK(has(why, "(Xid 31) in COMPUTE:0, value "));
+  CHECK(has(why, " part 0 (kernel saxpy)"));
+  CHECK(g.d.lost());
+  Buffer a = Buffer::create(cpu, 64), c = Buffer::create(cpu, 64);
+  Buffer::copy(a, c);
+  CHECK(!cpu.lost());
+}
