@@ -113,12 +113,12 @@ struct Kernel {
     d.target = target;
     std::span<const std::byte> elf(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size());
     auto object = rig::amd::read_code_object(elf);
-    REQUIRE_MESSAGE(object, object.error());
+    REQUIRE_MESSAGE(object, (object ? std::string() : object.error()));
     const rig::amd::Kernel* k = object->find(name);
     REQUIRE_MESSAGE(k, "no kernel ", name);
     kernel = *k;
     auto image = rig::amd::place(*object, elf, kCodeAt);
-    REQUIRE_MESSAGE(image, image.error());
+    REQUIRE_MESSAGE(image, (image ? std::string() : image.error()));
     auto& code = memory.ranges[kCodeAt];
     code.resize(image->size() + 64);
     std::memcpy(code.data(), image->data(), image->size());

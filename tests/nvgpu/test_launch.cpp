@@ -46,7 +46,7 @@ struct Gpu {
       : sim(config(hopper, gvisor)), d(open_device()), sm(hopper ? 90 : 80) {
     for (const auto& k : kernels) {
       auto added = sim.code().add_fatbin(fatbin(k), sm, k);
-      REQUIRE_MESSAGE(added, added.error());
+      REQUIRE_MESSAGE(added, (added ? std::string() : added.error()));
     }
   }
   ~Gpu() {
@@ -54,7 +54,7 @@ struct Gpu {
   }
   Device open_device() {
     auto d = rig::open(nv::opener(0, sim));
-    REQUIRE_MESSAGE(d, d.error());
+    REQUIRE_MESSAGE(d, (d ? std::string() : d.error()));
     return *d;
   }
   std::vector<std::byte> fatbin(const std::string& k) const {
@@ -62,7 +62,7 @@ struct Gpu {
   }
   Function function(const std::string& file, const std::string& name) const {
     auto image = Image::load(d, fatbin(file));
-    REQUIRE_MESSAGE(image, image.error());
+    REQUIRE_MESSAGE(image, (image ? std::string() : image.error()));
     auto f = image->resolve(name);
     REQUIRE(f);
     return *f;
@@ -117,7 +117,7 @@ TEST_CASE("a fatbin loads its cubin for the GPU's SM, and resolve answers each k
     CAPTURE(hopper);
     Gpu g({}, hopper);
     auto image = Image::load(g.d, g.fatbin("saxpy"));
-    REQUIRE_MESSAGE(image, image.error());
+    REQUIRE_MESSAGE(image, (image ? std::string() : image.error()));
     auto f = image->resolve("saxpy");
     REQUIRE(f);
     // saxpy(float a, const float* x, float* y, unsigned n): KPARAM_INFO's 4 + 8 + 8 + 4, aligned.
@@ -134,7 +134,7 @@ TEST_CASE("a fatbin loads its cubin for the GPU's SM, and resolve answers each k
 TEST_CASE("a cubin of the GPU's SM loads as its fatbin does") {
   Gpu g;
   auto image = Image::load(g.d, kernel_file("reduce.sm_90.cubin"));
-  REQUIRE_MESSAGE(image, image.error());
+  REQUIRE_MESSAGE(image, (image ? std::string() : image.error()));
   CHECK(image->resolve("reduce_sum"));
 }
 

@@ -32,7 +32,7 @@ Qmd full(bool v04) {
 
 sim::Qmd decoded(const Qmd& q) {
   auto d = q.is_v04() ? sim::decode_qmd_v04(q.words()) : sim::decode_qmd_v03(q.words());
-  REQUIRE_MESSAGE(d, d.error());
+  REQUIRE_MESSAGE(d, (d ? std::string() : d.error()));
   return *d;
 }
 

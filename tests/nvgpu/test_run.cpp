@@ -76,7 +76,7 @@ struct Compute_channel : Channel {
     const auto fatbin = kernel_file(base + ".fatbin");
     REQUIRE(code.add_fatbin(fatbin, sm, base));
     auto c = abi::cubin_for_sm(fatbin, sm, base);
-    REQUIRE_MESSAGE(c, c.error());
+    REQUIRE_MESSAGE(c, (c ? std::string() : c.error()));
     cubin = std::move(*c);
     at.assign(cubin.sections.size(), 0);
     space.add(qmd_va, 0x1000);
@@ -106,7 +106,7 @@ struct Compute_channel : Channel {
     const auto bytes = cubin.bytes(index);
     std::vector<std::byte> image(bytes.begin(), bytes.end());
     auto r = abi::relocate(cubin, index, image, at);
-    REQUIRE_MESSAGE(r, r.error());
+    REQUIRE_MESSAGE(r, (r ? std::string() : r.error()));
     std::copy(image.begin(), image.end(), to);
   }
 
