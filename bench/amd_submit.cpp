@@ -117,9 +117,7 @@ Figure driver_part(const Device& device, int repeats) {
       std::memcpy(ring.data() + offset, words.data(), first * 4);
       if (first < n) std::memcpy(ring.data(), words.data() + first, (n - first) * 4);
       at += n;
-      if (taken % area.size() + k > area.size()) taken += area.size() - taken % area.size();
-      std::memcpy(area.data() + taken % area.size(), arguments.data(), k);
-      taken += k;
+      place_whole(area, taken, arguments.data(), k);
       asm volatile("" : : "r"(ring.data()), "r"(area.data()) : "memory");  // the copies are kept
     }
     const double ns = ns_since(t0);

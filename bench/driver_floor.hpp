@@ -112,6 +112,15 @@ inline double ns_since(std::chrono::steady_clock::time_point t0) {
   return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
 }
 
+// Copies n bytes into the circular `area` at `at` (bytes placed ever) as a driver places a
+// block in its ring: one that would straddle the end goes to the start instead, the bytes
+// skipped counted in `at`. A floor's copy of what the driver wrote.
+inline void place_whole(std::span<std::byte> area, std::uint64_t& at, const void* bytes, std::uint64_t n) {
+  if (at % area.size() + n > area.size()) at += area.size() - at % area.size();
+  std::memcpy(area.data() + at % area.size(), bytes, n);
+  at += n;
+}
+
 // Submissions in a burst, between untimed waits for the device's work (as submit.cpp).
 inline constexpr std::uint64_t kDriverBurst = 64;
 

@@ -98,12 +98,8 @@ Figure driver_part(const Device& device, int repeats) {
     const std::uint64_t first_push = push_at, first_slot = slot_at;
     const auto t0 = std::chrono::steady_clock::now();
     for (std::uint64_t i = 0; i < kBurst; ++i) {
-      if (push_at % push_area.size() + words > push_area.size()) push_at += push_area.size() - push_at % push_area.size();
-      std::memcpy(push_area.data() + push_at % push_area.size(), push.data(), words);
-      push_at += words;
-      if (slot_at % slot_area.size() + slot > slot_area.size()) slot_at += slot_area.size() - slot_at % slot_area.size();
-      std::memcpy(slot_area.data() + slot_at % slot_area.size(), bank.data(), slot);
-      slot_at += slot;
+      place_whole(push_area, push_at, push.data(), words);
+      place_whole(slot_area, slot_at, bank.data(), slot);
       asm volatile("" : : "r"(push_area.data()), "r"(slot_area.data()) : "memory");  // the copies are kept
     }
     const double ns = ns_since(t0);
