@@ -98,6 +98,25 @@ const char* escape_name(unsigned nr) {
 
 }  // namespace
 
+// ThreadSanitizer orders threads by the addresses their atomics name. The driver stores GPPut
+// and rings the doorbell through its CPU mapping of USERD and the usermode page, and the engines
+// and the doorbell watcher load them through the backing's own view: with a second mapping the
+// two sides name different addresses for the same bytes, and TSan, seeing no order between them,
+// reports the bytes that a submission publishes as racing. A TSan build therefore hands out the
+// view itself as the CPU mapping (so an access after munmap goes unnoticed there); every other
+// build maps the memfd afresh, so that such an access faults as on the real kernel.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kAliasCpuMappings = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kAliasCpuMappings = true;
+#else
+constexpr bool kAliasCpuMappings = false;
+#endif
+#else
+constexpr bool kAliasCpuMappings = false;
+#endif
+
 // ---- The caller's memory.
 
 bool copy_from_user(std::uint64_t address, void* to, std::size_t n) {
@@ -384,13 +403,34 @@ std::expected<void*, int> Simulator::mmap(void* addr, std::size_t length, int pr
     impl_->error_log.push_back(fmt::format("mmap of file {}: offset {:#x}, not 0", fd, offset));
     return std::unexpected(-EINVAL);
   }
-  void* v = ::mmap(addr, length, prot, flags, f.ctx_backing->memfd, off_t(f.ctx_offset));
-  if (v == MAP_FAILED) return std::unexpected(-errno);
+  void* v;
+  if (kAliasCpuMappings && !addr && prot == (PROT_READ | PROT_WRITE) && (flags & MAP_SHARED)) {
+    v = f.ctx_backing->view + f.ctx_offset;
+    impl_->cpu_views.emplace(v, Impl::CpuView{length, f.ctx_backing});
+  } else {
+    v = ::mmap(addr, length, prot, flags, f.ctx_backing->memfd, off_t(f.ctx_offset));
+    if (v == MAP_FAILED) return std::unexpected(-errno);
+  }
   impl_->moved.notify_all();  // a usermode page may now be written
   return v;
 }
 
-int Simulator::munmap(void* addr, std::size_t length) { return os::system().munmap(addr, length); }
+int Simulator::munmap(void* addr, std::size_t length) {
+  if (kAliasCpuMappings) {
+    std::lock_guard lock(impl_->mutex);
+    auto it = impl_->cpu_views.find(addr);
+    if (it != impl_->cpu_views.end()) {
+      if (it->second.length != length) {
+        impl_->error_log.push_back(fmt::format("munmap of {}: {} bytes, but it was mapped with {}", addr, length,
+                                               it->second.length));
+        return -EINVAL;
+      }
+      impl_->cpu_views.erase(it);
+      return 0;
+    }
+  }
+  return os::system().munmap(addr, length);
+}
 
 // ---- Ioctls.
 

@@ -187,6 +187,13 @@ struct Simulator::Impl {
   std::atomic<std::uint64_t> vram_used{0};
   std::map<int, UvmSpace> uvm;  // by VA-space file
   std::vector<std::string> error_log, fault_log;
+  // Under ThreadSanitizer, the CPU mappings handed out (see Simulator::mmap): each is the
+  // backing's own view, kept alive until the caller unmaps it.
+  struct CpuView {
+    std::size_t length;
+    std::shared_ptr<Backing> backing;
+  };
+  std::map<void*, CpuView> cpu_views;
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   unsigned long fail_request = 0;
   int fail_error = 0;
