@@ -27,13 +27,13 @@ const char* xid_name(std::uint32_t xid) {
 std::string Device::notified_fault() const {
   for (int i = 0; i < 2; ++i) {
     if (!notifier_page_[i]) continue;
-    std::uint16_t status;
+    // The GPU writes the status last: once it is seen (acquired), the rest is there.
+    const auto* status_at = reinterpret_cast<const std::uint16_t*>(notifier_page_[i] + kNotifierStatus);
+    if (__atomic_load_n(status_at, __ATOMIC_ACQUIRE) == 0) continue;
     std::uint32_t info32;
-    std::memcpy(&status, notifier_page_[i] + kNotifierStatus, 2);
     std::memcpy(&info32, notifier_page_[i] + kNotifierInfo32, 4);
-    if (status != 0)
-      return fmt::format("{} (Xid {}) in {}{}", xid_name(info32), info32, i == 0 ? "COMPUTE:0" : "COPY:0",
-                         fault_place(i));
+    return fmt::format("{} (Xid {}) in {}{}", xid_name(info32), info32, i == 0 ? "COMPUTE:0" : "COPY:0",
+                       fault_place(i));
   }
   return "";
 }

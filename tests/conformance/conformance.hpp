@@ -161,6 +161,11 @@ bool hung();
 // (a number, such as 0.2) says.
 double scale();
 
+// How many times longer than normal a target's code takes here: 4 under sanitizers (whose
+// threads run several times slower, and may be starved for longer on a loaded machine), else
+// 1. Targets multiply their drivers' hang_ms by it, so that slowness is not taken for a hang.
+int slowdown();
+
 // The results of a run, one suite per target, as JUnit XML.
 struct Suite {
   std::string target;

@@ -157,21 +157,29 @@ std::string_view status_name(Status s) {
 
 bool hung() { return any_hang.load(); }
 
+namespace {
+constexpr bool sanitized() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  return true;
+#endif
+#endif
+  return false;
+}
+}  // namespace
+
 double scale() {
   if (const char* s = std::getenv("RIG_CONFORMANCE_SCALE")) {
     char* end = nullptr;
     double v = std::strtod(s, &end);
     if (end != s && v > 0) return v;
   }
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return 0.25;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  return 0.25;
-#endif
-#endif
-  return 1.0;
+  return sanitized() ? 0.25 : 1.0;
 }
+
+int slowdown() { return sanitized() ? 4 : 1; }
 
 std::vector<std::string> law_names(const Target& target) {
   std::vector<std::string> names;

@@ -184,11 +184,16 @@ struct Channel {
     entry(static_cast<std::uint32_t>(va), static_cast<std::uint32_t>(va >> 32) | (static_cast<std::uint32_t>(words.size()) << 10),
           ring_doorbell);
   }
-  // Waits (up to 10 s) until the engine consumed every entry or stopped.
+  // Waits (up to 10 s) until the engine consumed every entry or stopped; a stopped engine's
+  // hook has run by then (the engine marks itself stopped first, and calls the hook after).
   bool idle() {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < until) {
-      if (gp_get() == put || engine->stopped()) return true;
+      if (engine->stopped()) {
+        std::unique_lock lk(m);
+        return cv.wait_until(lk, until, [&] { return !stops.empty(); });
+      }
+      if (gp_get() == put) return true;
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     return false;

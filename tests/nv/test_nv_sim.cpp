@@ -562,14 +562,15 @@ TEST_CASE("a work-submit token written at usermode+0x90 rings its channel's door
   d.channels();
   std::uint32_t token = 0;
   REQUIRE(d.control(d.copy_channel, CTRL_TOKEN, token) == OK);
-  auto* bell = reinterpret_cast<volatile std::uint32_t*>(d.usermode_page + 0x90);
-  *bell = token;
+  // Stored as the driver stores it: an atomic release, which the watcher acquires.
+  std::atomic_ref<std::uint32_t> bell(*reinterpret_cast<std::uint32_t*>(d.usermode_page + 0x90));
+  bell.store(token, std::memory_order_release);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (sim.doorbells() < 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   CHECK(sim.doorbells() == 1);
-  CHECK(*bell == 0);  // taken
-  *bell = 0x7777;     // no channel's
+  CHECK(bell.load(std::memory_order_acquire) == 0);  // taken
+  bell.store(0x7777, std::memory_order_release);  // no channel's
   while (sim.stray_doorbells() < 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   CHECK(sim.stray_doorbells() == 1);

@@ -32,8 +32,8 @@ using namespace rig;
 namespace conformance = rig::conformance;
 
 // Short enough for the hang laws to take about a second, long enough that a simulator slowed
-// by a loaded machine still makes progress within it.
-constexpr int kHangMs = 500;
+// by a loaded machine (or a sanitizer) still makes progress within it.
+const int kHangMs = 500 * conformance::slowdown();
 
 // The image the laws load: the CUDA tests' kernels as nvcc built them for sm_90.
 const std::vector<std::byte>& fatbin() {

@@ -263,8 +263,9 @@ struct Table {
   }
   bool reached(std::uint64_t v, int ms = 5000) {
     const volatile std::uint64_t* w = d.facts().word;
-    for (int i = 0; i < ms && *w < v; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    return *w >= v;
+    for (int i = 0; i < ms && __atomic_load_n(w, __ATOMIC_ACQUIRE) < v; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE) >= v;
   }
 };
 
@@ -453,15 +454,15 @@ TEST_CASE("a value waits for a foreign word to reach its point before it runs") 
   auto a = mapped(*d, 4096);
   std::memset(a.host, 0, 4096);
   volatile std::uint64_t& foreign = words[500];  // on the page of the device's own word
-  foreign = 0;
+  __atomic_store_n(&foreign, 0, __ATOMIC_RELEASE);
   const rig_box box{0, 0, 8, 1, 8, 8};
   auto fill = copy_part(0, a.address, &box, 1, 0x11);
   const rig_wait wait{&foreign, 5, 7, 1};
   t.run(&fill, 1, 1, &wait, 1, false);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  CHECK(*d->facts().word < 1);
+  CHECK(__atomic_load_n(d->facts().word, __ATOMIC_ACQUIRE) < 1);
   CHECK(a.host[0] == 0);
-  foreign = 5;
+  __atomic_store_n(&foreign, 5, __ATOMIC_RELEASE);
   CHECK(t.reached(1));
   CHECK(a.host[0] == 0x11);
 }
@@ -497,7 +498,7 @@ TEST_CASE("room answers LATER while the push buffer is full of values in flight,
   auto d = make(sim);
   Table t(*d);
   volatile std::uint64_t& gate = words[501];
-  gate = 0;
+  __atomic_store_n(&gate, 0, __ATOMIC_RELEASE);
   const rig_wait wait{&gate, 1, 9, 1};
   std::vector<std::uint32_t> nops(60'000, 0);  // 240 KB of zero words (a NOP header of count 0)
   rig_part p{};
@@ -509,7 +510,7 @@ TEST_CASE("room answers LATER while the push buffer is full of values in flight,
   }
   CHECK(v >= 3);
   CHECK(t.room(&p, 1, nullptr, 1) == RIG_LATER);
-  gate = 1;
+  __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
   CHECK(t.reached(v));
   CHECK(t.room(&p, 1, nullptr, 1) == RIG_FITS);
 }
@@ -627,21 +628,21 @@ TEST_CASE("sleep returns once the non-stall interrupt of the value's release fir
   auto d = make(sim);
   Table t(*d);
   volatile std::uint64_t& gate = words[503];
-  gate = 0;
+  __atomic_store_n(&gate, 0, __ATOMIC_RELEASE);
   const rig_wait wait{&gate, 1, 9, 1};
   rig_part part{};
   part.queue = 1, part.kind = RIG_KIND_WORDS, part.work.words = {nullptr, 0};
   t.run(&part, 1, 1, &wait, 1, false);
   std::thread raise([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    gate = 1;
+    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
   });
   const auto start = std::chrono::steady_clock::now();
-  while (*d->facts().word < 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(5))
+  while (__atomic_load_n(d->facts().word, __ATOMIC_ACQUIRE) < 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(5))
     d->sleep(1, std::chrono::seconds(5));
   const auto took = std::chrono::steady_clock::now() - start;
   raise.join();
-  CHECK(*d->facts().word >= 1);
+  CHECK(__atomic_load_n(d->facts().word, __ATOMIC_ACQUIRE) >= 1);
   CHECK(took < std::chrono::seconds(1));  // woken by the interrupt, not the 5 s limit
 }
 
@@ -729,14 +730,14 @@ TEST_CASE("stop tears the channels down, makes the word show the last submitted 
   Table t(*d);
   auto a = mapped(*d, 4096);
   volatile std::uint64_t& gate = words[502];
-  gate = 0;
+  __atomic_store_n(&gate, 0, __ATOMIC_RELEASE);
   const rig_wait wait{&gate, 1, 9, 1};
   const rig_box box{0, 0, 8, 1, 8, 8};
   auto fill = copy_part(0, a.address, &box, 1, 0x22);
   t.run(&fill, 1, 7, &wait, 1, false);  // held by the gate
   const auto live = sim.live_objects();
   d->stop("lost");
-  CHECK(*d->facts().word >= 7);
+  CHECK(__atomic_load_n(d->facts().word, __ATOMIC_ACQUIRE) >= 7);
   CHECK(sim.live_objects() < live);  // the channel group, its channels and their memory
   CHECK_THROWS_AS(d->alloc(Memory::Device, 4096), edge::Fault);
   d->free(a.r);
