@@ -1,6 +1,7 @@
 // host_memory.cpp — regions of this process's memory, host copies and fills, machine facts.
 #include "host_memory.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <linux/udmabuf.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace rig::host {
@@ -31,10 +33,25 @@ std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to *
 // seals keeps the region's size what it was made with.
 constexpr unsigned kRegionSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
-// A memfd of `length` bytes with kRegionSeals, or -errno.
+// Regions keep their memfd open, so they take descriptors only below half the process's
+// limit (RLIMIT_NOFILE), leaving the rest to the program; past it, anonymous pages.
+int memfd_ceiling() {
+  static const int ceiling = [] {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
+    return int(std::min<rlim_t>(limit.rlim_cur / 2, 1 << 20));
+  }();
+  return ceiling;
+}
+
+// A memfd of `length` bytes with kRegionSeals, or -errno (-EMFILE past memfd_ceiling).
 int make_region_memfd(std::size_t length) {
   int fd = memfd_create("rig-host", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -errno;
+  if (fd >= memfd_ceiling()) {
+    close(fd);
+    return -EMFILE;
+  }
   if (ftruncate(fd, off_t(length)) != 0 || fcntl(fd, F_ADD_SEALS, kRegionSeals) != 0) {
     int e = -errno;
     close(fd);
@@ -140,7 +157,8 @@ Result<edge::Dma> HostMemory::dma(edge::Region region) {
   }
   if (block.memfd < 0)
     return std::unexpected(fmt::format("{}: anonymous pages, not a memfd's (memfd_create gave {} when they were "
-                                       "allocated), so no dma-buf can hold them",
+                                       "allocated, or the process had half its RLIMIT_NOFILE descriptors open), "
+                                       "so no dma-buf can hold them",
                                        where, os::describe(block.memfd_error)));
   const int device = seam_.open(kUdmabufPath, O_RDWR);
   if (device < 0) {

@@ -38,8 +38,9 @@ class HostMemory {
   // 64 KiB and 4 pages, on 128 bytes when it is at least 128 bytes, and on 16 otherwise.
   // A region that starts on a page has pages of its own: those of a memfd sealed against
   // shrinking (F_SEAL_SHRINK), mapped shared, which dma can give as a dma-buf (a child of
-  // fork shares them), or anonymous pages where the process may make no memfd (dma then
-  // says why). nullopt when the operating system refuses the memory. Throws
+  // fork shares them; each keeps a descriptor open while the process has fewer than half
+  // its RLIMIT_NOFILE open), or anonymous pages where it may make no memfd (dma then says
+  // why). nullopt when the operating system refuses the memory. Throws
   // std::invalid_argument for Memory::Pinned: a device whose memory is host memory has no
   // pinned memory.
   std::optional<edge::Region> alloc(Memory memory, std::size_t bytes);

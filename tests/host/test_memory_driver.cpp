@@ -16,6 +16,8 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -378,4 +380,34 @@ TEST_CASE("a dma-buf udmabuf refuses is an Error naming UDMABUF_CREATE, its errn
   close(dmabuf_of(made)->fd);
   m.driver->free(*big);
   m.driver->free(*fits);
+}
+
+TEST_CASE("a region made where the process may open no memfd is anonymous pages, and dma says why") {
+  // In a child, so that its lowered descriptor limit leaves the test process as it was.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    rig::test::FakeUdmabuf seam;
+    int status = 0;
+    {
+      MemoryDevice m(0, &seam);
+      const int probe = dup(0);
+      rlimit none{rlim_t(probe), rlim_t(probe)};  // no descriptor past those open now
+      close(probe);
+      if (setrlimit(RLIMIT_NOFILE, &none) != 0) _exit(10);
+      const auto region = m.driver->alloc(Memory::Device, 1 << 20);
+      if (!region) _exit(11);
+      std::memset(reinterpret_cast<void*>(*m.driver->locate(*region).host), 5, 1 << 20);  // usable memory
+      auto dma = m.driver->dma(*region, "0000:00:03.0");
+      if (dma) status |= 1;
+      else if (dma.error().find("anonymous pages, not a memfd's (memfd_create gave EMFILE") == std::string::npos)
+        status |= 2;
+      m.driver->free(*region);
+    }
+    _exit(status);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
