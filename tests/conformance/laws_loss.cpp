@@ -353,7 +353,7 @@ void close_of_a_busy_device_waits_for_its_work(Context& c) {
   Opened o = c.fresh();
   Device d = o.device;
   need_copy_engine(d);
-  const std::size_t n = 256 << 10;
+  const std::size_t n = copy_size(c, 256 << 10);
   Buffer h = Buffer::create(host(), n);
   put(h, std::vector<std::uint8_t>(n, 0));
   auto borrowed = Buffer::borrow(d, h);
