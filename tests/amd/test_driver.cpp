@@ -924,20 +924,35 @@ TEST_CASE("ring_of shows the dwords a submission wrote into a queue's ring, and 
   driver.free(*region);
 }
 
+namespace {
+
+// A driver of sim's GPU opened directly, not through rig, on `word`.
+std::unique_ptr<edge::Driver> open_direct(sim::amd::Simulator& sim, volatile std::uint64_t* word) {
+  auto driver = rig::amd::opener(0, sim).make(word);
+  REQUIRE(driver);
+  return std::move(*driver);
+}
+
+// 8 KiB of page-aligned host memory (std::free it) and the driver's mapping of it.
+std::pair<std::byte*, edge::Region> mapped_pages(edge::Driver& driver) {
+  auto* memory = static_cast<std::byte*>(std::aligned_alloc(4096, 8192));
+  auto mapped = driver.map_host(reinterpret_cast<std::uintptr_t>(memory), 8192);
+  REQUIRE(std::holds_alternative<edge::Region>(mapped));
+  return {memory, std::get<edge::Region>(mapped)};
+}
+
+}  // namespace
+
 TEST_CASE("map_host maps page-aligned host memory at its own address") {
   auto& sim = simulator();
-  auto make = rig::amd::opener(0, sim).make;
   alignas(8) static std::uint64_t word = 0;
-  auto driver = make(&word);
-  REQUIRE(driver);
-  auto* memory = static_cast<std::byte*>(std::aligned_alloc(4096, 8192));
-  auto mapped = (*driver)->map_host(reinterpret_cast<std::uintptr_t>(memory), 8192);
-  REQUIRE(std::holds_alternative<edge::Region>(mapped));
-  auto where = (*driver)->locate(std::get<edge::Region>(mapped));
+  auto driver = open_direct(sim, &word);
+  auto [memory, region] = mapped_pages(*driver);
+  auto where = driver->locate(region);
   CHECK(where.address == std::optional<std::uint64_t>(reinterpret_cast<std::uint64_t>(memory)));
-  CHECK(std::holds_alternative<edge::Never>((*driver)->map_host(reinterpret_cast<std::uintptr_t>(memory) + 8, 64)));
-  (*driver)->free(std::get<edge::Region>(mapped));
-  (*driver)->stop("done");
+  CHECK(std::holds_alternative<edge::Never>(driver->map_host(reinterpret_cast<std::uintptr_t>(memory) + 8, 64)));
+  driver->free(region);
+  driver->stop("done");
   std::free(memory);
 }
 
@@ -1011,28 +1026,24 @@ TEST_CASE("dma of device memory is a close-on-exec dma-buf KFD exports, holding 
 
 TEST_CASE("dma refuses a userptr mapping and a freed region, naming the device and why; KFD refuses an unknown handle") {
   auto& sim = simulator();
-  auto make = rig::amd::opener(0, sim).make;
   alignas(8) static std::uint64_t word = 0;
-  auto driver = make(&word);
-  REQUIRE(driver);
-  auto* memory = static_cast<std::byte*>(std::aligned_alloc(4096, 8192));
-  auto mapped = (*driver)->map_host(reinterpret_cast<std::uintptr_t>(memory), 8192);
-  REQUIRE(std::holds_alternative<edge::Region>(mapped));
-  auto userptr = (*driver)->dma(std::get<edge::Region>(mapped), "0000:41:00.0");
+  auto driver = open_direct(sim, &word);
+  auto [memory, mapped] = mapped_pages(*driver);
+  auto userptr = driver->dma(mapped, "0000:41:00.0");
   REQUIRE_FALSE(userptr.has_value());
   CHECK(userptr.error().find("AMD:0: 8192 bytes at 0x") != std::string::npos);
   CHECK(userptr.error().find("userptr buffer), which KFD does not export") != std::string::npos);
-  (*driver)->free(std::get<edge::Region>(mapped));
+  driver->free(mapped);
   std::free(memory);
 
-  auto region = (*driver)->alloc(Memory::Device, 4096);
+  auto region = driver->alloc(Memory::Device, 4096);
   REQUIRE(region);
-  (*driver)->free(*region);
-  auto freed = (*driver)->dma(*region, "0000:41:00.0");
+  driver->free(*region);
+  auto freed = driver->dma(*region, "0000:41:00.0");
   REQUIRE_FALSE(freed.has_value());
   CHECK(freed.error().find("AMD:0: no region") != std::string::npos);
   const std::size_t exports = sim.dmabuf_exports();
-  (*driver)->stop("done");
+  driver->stop("done");
 
   // The simulated KFD itself: a handle it never gave is EINVAL, and no dma-buf is made.
   const int kfd = sim.open("/dev/kfd", O_RDWR);
