@@ -285,6 +285,7 @@ class Device final : public edge::Driver {
   void free(edge::Region r) override;
   edge::Location locate(edge::Region r) override;
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override;
+  Result<edge::Dma> dma(edge::Region r, std::string_view pci_function) override;
 
   Result<edge::Code> image(std::span<const std::byte> binary) override;
   edge::EntryAnswer entry(edge::ImageId image, std::string_view name) override;

@@ -84,6 +84,12 @@ KfdResult<Kfd::Buffer> Kfd::alloc(std::uint64_t va, std::uint64_t bytes, std::ui
   return Buffer{a.handle, a.mmap_offset};
 }
 
+KfdResult<int> Kfd::export_dmabuf(std::uint64_t handle) {
+  KfdExportDmabufArgs a{handle, std::uint32_t(O_CLOEXEC), 0};
+  if (auto r = call(kIocExportDmabuf, a, "AMDKFD_IOC_EXPORT_DMABUF"); !r) return std::unexpected(r.error());
+  return int(a.dmabuf_fd);
+}
+
 KfdResult<void> Kfd::map(std::uint64_t handle) {
   std::uint32_t ids[1] = {gpu_id_};
   kfd_ioctl_map_memory_to_gpu_args a{handle, reinterpret_cast<std::uint64_t>(ids), 1, 0};

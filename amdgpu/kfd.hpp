@@ -32,6 +32,20 @@ constexpr std::uint64_t kMmapTypeDoorbell = 3ull << kMmapTypeShift;
 constexpr std::uint64_t kMmapGpuIdShift = 46;
 // The doorbell page KFD maps per process and GPU on gfx9 and later: 8 KiB.
 constexpr std::uint64_t kDoorbellBytes = 8192;
+// AMDKFD_IOC_EXPORT_DMABUF (linux/kfd_ioctl.h from KFD interface 1.12, "Add DMA buf export
+// ioctl"), which Debian 12's linux-libc-dev (1.11) lacks: a buffer's handle in, a
+// dma-buf descriptor out, made with open(2) `flags` (O_CLOEXEC). KFD answers EINVAL for a
+// handle it does not know; amdgpu's prime export refuses a userptr buffer (EPERM); a KFD
+// before 1.12 has no such ioctl (ENOTTY).
+struct KfdExportDmabufArgs {
+  std::uint64_t handle;     // to KFD
+  std::uint32_t flags;      // to KFD
+  std::uint32_t dmabuf_fd;  // from KFD
+};
+static_assert(sizeof(KfdExportDmabufArgs) == 16);
+constexpr unsigned long kIocExportDmabuf = _IOWR('K', 0x24, KfdExportDmabufArgs);
+constexpr std::uint32_t kExportDmabufMinor = 12;  // the KFD interface minor version that has it
+
 // KFD's signal event slots (an event page holds KFD_SIGNAL_EVENT_LIMIT of 8 bytes each).
 constexpr std::uint64_t kEventPageBytes = KFD_SIGNAL_EVENT_LIMIT * 8;
 
@@ -109,6 +123,8 @@ class Kfd {
   KfdResult<void> unmap(std::uint64_t handle);
   KfdResult<void> free(std::uint64_t handle);
   KfdResult<kfd_process_device_apertures> apertures();
+  // A new close-on-exec dma-buf descriptor of buffer `handle` (AMDKFD_IOC_EXPORT_DMABUF).
+  KfdResult<int> export_dmabuf(std::uint64_t handle);
   // `bytes` of page-aligned host memory at `host`, mapped for the GPU at the same address as a
   // userptr buffer: allocated and mapped by its first user in the process, shared with the
   // later ones (KfdProcess::userptrs). Gives the buffer's handle; the error of alloc or map

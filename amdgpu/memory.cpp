@@ -92,5 +92,27 @@ edge::Mapping Device::map_host(std::uintptr_t host, std::size_t bytes) {
   return edge::Region{id};
 }
 
+Result<edge::Dma> Device::dma(edge::Region r, std::string_view) {
+  Block block;
+  {
+    std::lock_guard g(mutex_);
+    auto it = regions_.find(r.id);
+    if (it == regions_.end()) return std::unexpected(fmt::format("{}: no region {} (freed?)", name_, r.id));
+    block = it->second;
+  }
+  if (block.userptr)
+    return std::unexpected(fmt::format(
+        "{}: {} bytes at {:#x} are host memory the GPU maps (a userptr buffer), which KFD does not export; "
+        "the host memory's own device describes it",
+        name_, block.bytes, block.address));
+  const auto [major, minor] = kfd_.process().version();
+  if (major == 1 && minor < kExportDmabufMinor)
+    return std::unexpected(fmt::format(
+        "{}: KFD interface {}.{} has no dma-buf export (AMDKFD_IOC_EXPORT_DMABUF came with 1.{}); a newer kernel has it",
+        name_, major, minor, kExportDmabufMinor));
+  auto fd = kfd_.export_dmabuf(block.handle);
+  if (!fd) return std::unexpected(fmt::format("{}: {} bytes at {:#x}: {}", name_, block.bytes, block.address, fd.error().what));
+  return edge::Dma{edge::Dmabuf{*fd, 0}};
+}
 
 }  // namespace rig::amd::driver

@@ -551,8 +551,8 @@ Result<edge::Dma> Buffer::dma(std::string_view pci_function) const {
   auto& d = *alloc_->device;
   if (auto why = dead()) d.refuse("dma of a dead buffer ({})", *why);
   if (length_ == 0) d.refuse("dma of an empty buffer");
-  if (d.runs_on_host || !alloc_->region)
-    d.refuse("dma of host memory: the PCI function reaches it through its own driver");
+  if (alloc_->io) d.refuse("dma of an io device's memory, which the host reaches only through its library");
+  if (!alloc_->region) d.refuse("dma of the caller's memory (of_host), which rig did not allocate and cannot describe");
   d.check_live();
   {
     std::lock_guard g(alloc_->lock);

@@ -95,6 +95,7 @@ std::string bind_all(Library& lib) {
   // to open devices (stream memory operations), saying why.
   bind(lib, a.cuMemAllocManaged, "cuMemAllocManaged");
   bind(lib, a.cuMemAdvise, "cuMemAdvise");
+  bind(lib, a.cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange", kHandleForAddressRangeVersion);
   bind(lib, a.cuFuncGetParamInfo, "cuFuncGetParamInfo", kParamInfoVersion);
   lib.stream_memops = bind(lib, a.cuStreamWriteValue64, "cuStreamWriteValue64") &&
                       bind(lib, a.cuStreamWaitValue64, "cuStreamWaitValue64");

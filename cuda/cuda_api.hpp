@@ -83,7 +83,14 @@ enum : int {
   CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED = 99,
   CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST = 101,
   CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 122,
+  CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 124,             // cuMemAlloc ranges export as dma-bufs
+  CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED = 146,  // cuMemHostAlloc ranges do too
 };
+
+// cuMemGetHandleForAddressRange (CUDA 11.7): the handle type of a dma-buf descriptor, and the
+// interface version that has the function. Its range must start and end on host pages.
+constexpr int CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 0x1;
+constexpr int kHandleForAddressRangeVersion = 11070;
 
 // CUfunction_attribute values rig reads and sets.
 enum : int {
@@ -186,6 +193,7 @@ struct Api {
   CUresult (*cuMemHostUnregister)(void*) = nullptr;
   CUresult (*cuMemAllocManaged)(CUdeviceptr*, std::size_t, unsigned) = nullptr;
   CUresult (*cuMemAdvise)(CUdeviceptr, std::size_t, int, CUdevice) = nullptr;  // the 12.0 form
+  CUresult (*cuMemGetHandleForAddressRange)(void*, CUdeviceptr, std::size_t, int, unsigned long long) = nullptr;
   CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr) = nullptr;
 
   // Streams, events, memory operations (12000).

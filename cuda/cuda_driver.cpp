@@ -4,6 +4,8 @@
 #include <rig/cuda.hpp>
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -281,6 +283,54 @@ class Driver final : public edge::Driver {
     if (r == CUDA_ERROR_TOO_MANY_PEERS) return edge::NoRoom{};
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return edge::Never{};
     return peer_block();
+  }
+
+  // cuMemGetHandleForAddressRange's dma-buf of the host pages a region lies on (offset: its
+  // first byte's place in them); an Error naming CUDA's result where it refuses.
+  Result<edge::Dma> dma(edge::Region region, std::string_view) override {
+    const Block& b = *block(region);
+    const std::string where = fmt::format("{}: {} bytes at {:#x}", s_->name, b.bytes, b.address);
+    if (b.generation != gpu_.generation())
+      return std::unexpected(fmt::format("{}: memory of a context that a reset destroyed", where));
+    int supported = 0;
+    switch (b.kind) {
+      case Block::Device:
+        supported = CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED;
+        break;
+      case Block::Pinned:
+        supported = CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED;
+        break;
+      case Block::Mapped:
+        return std::unexpected(fmt::format(
+            "{}: managed memory (cuMemAllocManaged), which CUDA gives no dma-buf of: only cuMemAlloc and "
+            "cuMemHostAlloc ranges have one",
+            where));
+      case Block::Borrowed:
+      case Block::Peer:
+        return std::unexpected(fmt::format("{}: another device's memory mapped here; its own driver describes it", where));
+    }
+    if (!a_.cuMemGetHandleForAddressRange)
+      return std::unexpected(fmt::format("{}: this libcuda has no cuMemGetHandleForAddressRange (CUDA 11.7 on)", where));
+    Current c(a_, ctx_);
+    // The range starts and ends on host pages, as cuMemGetHandleForAddressRange requires.
+    const auto page = std::uint64_t(sysconf(_SC_PAGESIZE));
+    const std::uint64_t first = b.address / page * page;
+    const std::uint64_t end = (b.address + b.bytes + page - 1) / page * page;
+    int fd = -1;
+    CUresult r = a_.cuMemGetHandleForAddressRange(&fd, first, end - first, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    if (r != CUDA_SUCCESS) {
+      int value = 0;
+      a_.cuDeviceGetAttribute(&value, supported, gpu_.device);
+      return std::unexpected(fmt::format("{}: cuMemGetHandleForAddressRange failed: {} (the GPU's {} is {})", where,
+                                         describe(lib_, r),
+                                         supported == CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+                                             ? "CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED"
+                                             : "CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED",
+                                         value));
+    }
+    // The contract's dma-buf is close-on-exec; CUDA does not say that its descriptor is.
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return edge::Dma{edge::Dmabuf{fd, std::size_t(b.address - first)}};
   }
 
   // ---- Code.

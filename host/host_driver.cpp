@@ -89,8 +89,8 @@ std::optional<std::uint32_t> read_u32(const ElfImage& elf, const std::string& na
 
 class HostDriver final : public edge::Driver {
  public:
-  explicit HostDriver(volatile std::uint64_t* word)
-      : word_(word), counters_(allowed_counters()), queue_(word, &edge_, helper_count(), counters_) {
+  HostDriver(volatile std::uint64_t* word, os::Seam& seam)
+      : word_(word), counters_(allowed_counters()), memory_(seam), queue_(word, &edge_, helper_count(), counters_) {
     edge_.table = counters_.empty() ? &kHostTable : &kCountingHostTable;
     edge_.queue = &queue_;
   }
@@ -123,6 +123,7 @@ class HostDriver final : public edge::Driver {
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override {
     return memory_.map_host(host, bytes);
   }
+  Result<edge::Dma> dma(edge::Region region, std::string_view) override { return memory_.dma(region); }
 
   Result<edge::Code> image(std::span<const std::byte> binary) override {
     auto loaded = ElfImage::load(binary);
@@ -192,7 +193,11 @@ class HostDriver final : public edge::Driver {
 namespace rig::cpu {
 
 std::unique_ptr<edge::Driver> make_host_driver(volatile std::uint64_t* word) {
-  return std::make_unique<host::HostDriver>(word);
+  return std::make_unique<host::HostDriver>(word, os::system());
+}
+
+std::unique_ptr<edge::Driver> make_host_driver_with(os::Seam& seam, volatile std::uint64_t* word) {
+  return std::make_unique<host::HostDriver>(word, seam);
 }
 
 }  // namespace rig::cpu

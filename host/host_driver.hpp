@@ -6,6 +6,7 @@
 #pragma once
 
 #include <rig/edge.hpp>
+#include <rig/os.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -29,7 +30,9 @@ namespace rig::cpu {
 // least 64 KiB and 4 pages, on 128 bytes from 128 bytes, on 16 otherwise, and holds whole
 // 4-byte words. Its address, host address and handle are the pointer. alloc throws
 // std::invalid_argument for Pinned memory, and answers nullopt only when the operating
-// system refuses. map_host is the identity mapping.
+// system refuses. map_host is the identity mapping. dma describes a region of its own pages
+// as a dma-buf made by /dev/udmabuf, and gives Error, saying why, for any other memory, where
+// /dev/udmabuf is absent or refused, and never gives bus addresses (HostMemory::dma).
 //
 // image loads a relocatable ELF object (rig::host::ElfImage) and gives Error with the
 // loader's message when it cannot. entry answers Absent unless the name is a function the
@@ -48,6 +51,8 @@ namespace rig::cpu {
 // stop drops the values not yet done (the word never shows them) and joins the threads; the
 // destructor stops a driver that was not stopped.
 std::unique_ptr<rig::edge::Driver> make_host_driver(volatile std::uint64_t* word);
+// The same, reaching /dev/udmabuf through `seam` (which outlives the driver).
+std::unique_ptr<rig::edge::Driver> make_host_driver_with(rig::os::Seam& seam, volatile std::uint64_t* word);
 
 // A memory device's driver: host memory with its own timeline; runs copies and fills
 // inside submit.
@@ -55,7 +60,7 @@ std::unique_ptr<rig::edge::Driver> make_host_driver(volatile std::uint64_t* word
 // Facts: arch ""; budget the machine's physical memory; one queue {"COPY:0", {Copy,
 // Fill}}, its copy engine; completion Host; its queue waits for no producer; may_block
 // false; hang_ms none; maps_host and host_addresses; alignment 16; no cache_bytes; no
-// counters; word = `word`; edge = its C state. Memory is as the host device's. It loads
+// counters; word = `word`; edge = its C state. Memory and dma are as the host device's. It loads
 // no code: image gives Error "a memory device loads no code".
 //
 // submit runs the parts in order before it returns (a fill is called with a null queue
@@ -63,5 +68,7 @@ std::unique_ptr<rig::edge::Driver> make_host_driver(volatile std::uint64_t* word
 // returns non-zero makes that submit and every later one return RIG_FAILED ("fill returned
 // 3 at value 12"), leaving the word where it was.
 std::unique_ptr<rig::edge::Driver> make_memory_driver(volatile std::uint64_t* word);
+// The same, reaching /dev/udmabuf through `seam` (which outlives the driver).
+std::unique_ptr<rig::edge::Driver> make_memory_driver_with(rig::os::Seam& seam, volatile std::uint64_t* word);
 
 }  // namespace rig::cpu

@@ -1,6 +1,7 @@
 // host_memory.cpp — regions of this process's memory, host copies and fills, machine facts.
 #include "host_memory.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -8,7 +9,12 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <linux/udmabuf.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace rig::host {
@@ -21,6 +27,38 @@ std::size_t page_bytes() {
 }
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// udmabuf takes a memfd whose size cannot shrink under the pages it pins (F_SEAL_SHRINK) and
+// that is not sealed against writes (udmabuf.c, udmabuf_create); sealing growth and further
+// seals keeps the region's size what it was made with.
+constexpr unsigned kRegionSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+// Regions keep their memfd open, so they take descriptors only below half the process's
+// limit (RLIMIT_NOFILE), leaving the rest to the program; past it, anonymous pages.
+int memfd_ceiling() {
+  static const int ceiling = [] {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
+    return int(std::min<rlim_t>(limit.rlim_cur / 2, 1 << 20));
+  }();
+  return ceiling;
+}
+
+// A memfd of `length` bytes with kRegionSeals, or -errno (-EMFILE past memfd_ceiling).
+int make_region_memfd(std::size_t length) {
+  int fd = memfd_create("rig-host", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -errno;
+  if (fd >= memfd_ceiling()) {
+    close(fd);
+    return -EMFILE;
+  }
+  if (ftruncate(fd, off_t(length)) != 0 || fcntl(fd, F_ADD_SEALS, kRegionSeals) != 0) {
+    int e = -errno;
+    close(fd);
+    return e;
+  }
+  return fd;
+}
 
 }  // namespace
 
@@ -38,10 +76,18 @@ std::optional<edge::Region> HostMemory::alloc(Memory memory, std::size_t bytes) 
   if (size >= 64 * 1024 && size >= 4 * page) {
     // Large regions get their own pages: they start on a page (what map_host and DMA
     // want), come zeroed, and go back to the system when freed.
+    // They are a memfd's, so that dma can make a dma-buf of them; anonymous pages where
+    // the process may make no memfd (out of descriptors, a seccomp filter).
     const std::size_t length = round_up(size, page);
-    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return std::nullopt;
-    blocks_.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), Block{Source::Pages, length, 0});
+    const int memfd = make_region_memfd(length);
+    void* p = memfd >= 0 ? mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0)
+                         : mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      if (memfd >= 0) close(memfd);
+      return std::nullopt;
+    }
+    Block block{Source::Pages, length, 0, memfd >= 0 ? memfd : -1, memfd >= 0 ? 0 : memfd};
+    blocks_.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), block);
     return edge::Region{reinterpret_cast<std::uintptr_t>(p)};
   }
   // Smaller ones come from the heap; 128 bytes keeps a buffer on its own cache lines.
@@ -63,6 +109,9 @@ void HostMemory::free(edge::Region region) {
       break;
     case Source::Pages:
       munmap(reinterpret_cast<void*>(region.id), block.bytes);
+      // A dma-buf made of the pages holds them on its own: closing the memfd frees nothing
+      // that a NIC's registration still uses.
+      if (block.memfd >= 0) close(block.memfd);
       break;
     case Source::Host:
       // An identity mapping: the memory stays the caller's.
@@ -85,6 +134,53 @@ edge::Mapping HostMemory::map_host(std::uintptr_t host, std::size_t bytes) {
   if (!made && it->second.source != Source::Host) return edge::Never{};
   ++it->second.maps;
   return edge::Region{host};
+}
+
+Result<edge::Dma> HostMemory::dma(edge::Region region) {
+  std::lock_guard lock(mutex_);
+  const auto it = blocks_.find(region.id);
+  if (it == blocks_.end())
+    return std::unexpected(fmt::format("host memory at {:#x}: no region of this device starts there (freed?)", region.id));
+  const Block& block = it->second;
+  const std::string where = fmt::format("{} bytes of host memory at {:#x}", block.bytes, region.id);
+  switch (block.source) {
+    case Source::Heap:
+      return std::unexpected(fmt::format(
+          "{}: heap memory, which shares its pages with other allocations; only regions of at least 64 KiB "
+          "and 4 pages have pages of their own for a dma-buf",
+          where));
+    case Source::Host:
+      return std::unexpected(fmt::format(
+          "{}: the caller's memory, mapped as it is; only the memory's owner can describe it for DMA", where));
+    case Source::Pages:
+      break;
+  }
+  if (block.memfd < 0)
+    return std::unexpected(fmt::format("{}: anonymous pages, not a memfd's (memfd_create gave {} when they were "
+                                       "allocated, or the process had half its RLIMIT_NOFILE descriptors open), "
+                                       "so no dma-buf can hold them",
+                                       where, os::describe(block.memfd_error)));
+  const int device = seam_.open(kUdmabufPath, O_RDWR);
+  if (device < 0) {
+    const char* what = device == -ENOENT ? "it is absent: the kernel has no udmabuf (CONFIG_UDMABUF; modprobe udmabuf)"
+                       : device == -EACCES || device == -EPERM
+                           ? "no permission: give this user access to it (its group, or a udev rule)"
+                           : "it cannot be opened";
+    return std::unexpected(fmt::format(
+        "{}: no dma-buf: {} {} ({}); and no bus addresses: host memory is pageable, so its pages may move",
+        where, kUdmabufPath, what, os::describe(device)));
+  }
+  udmabuf_create create{};
+  create.memfd = std::uint32_t(block.memfd);
+  create.flags = UDMABUF_FLAGS_CLOEXEC;
+  create.offset = 0;
+  create.size = block.bytes;
+  const int fd = seam_.ioctl(device, UDMABUF_CREATE, &create);
+  seam_.close(device);
+  if (fd < 0)
+    return std::unexpected(fmt::format("{}: UDMABUF_CREATE refused it: {}{}", where, os::describe(fd),
+                                       fd == -EINVAL ? " (udmabuf.size_limit_mb caps one dma-buf, 64 MiB unless set)" : ""));
+  return edge::Dma{edge::Dmabuf{fd, 0}};
 }
 
 std::byte* copy_destination(const rig_copy& copy) noexcept {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <rig/edge.hpp>
+#include <rig/os.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -16,12 +17,16 @@ namespace rig::host {
 // The alignment every region HostMemory makes has at least (Facts::alignment).
 inline constexpr std::size_t kRegionAlignment = 16;
 
+// The device file through which memfd pages become a dma-buf (linux/udmabuf.h).
+inline constexpr const char* kUdmabufPath = "/dev/udmabuf";
+
 // Regions of this process's memory, as the host and memory devices allocate and map them.
 // A region's id is its first byte's address: its address, its host address and its handle
 // are all that pointer. Thread-safe.
 class HostMemory {
  public:
-  HostMemory() = default;
+  // `seam` is what dma reaches /dev/udmabuf through.
+  explicit HostMemory(os::Seam& seam = os::system()) : seam_(seam) {}
   HostMemory(const HostMemory&) = delete;
   HostMemory& operator=(const HostMemory&) = delete;
   // Regions still held are not released: rig frees every region before it drops a driver,
@@ -31,8 +36,13 @@ class HostMemory {
   // A region of at least `bytes` bytes (rounded up to whole 4-byte words, at least one) of
   // kind Device or Mapped, both plain host memory. It starts on a page when it is at least
   // 64 KiB and 4 pages, on 128 bytes when it is at least 128 bytes, and on 16 otherwise.
-  // nullopt when the operating system refuses the memory. Throws std::invalid_argument for
-  // Memory::Pinned: a device whose memory is host memory has no pinned memory.
+  // A region that starts on a page has pages of its own: those of a memfd sealed against
+  // shrinking (F_SEAL_SHRINK), mapped shared, which dma can give as a dma-buf (a child of
+  // fork shares them; each keeps a descriptor open while the process has fewer than half
+  // its RLIMIT_NOFILE open), or anonymous pages where it may make no memfd (dma then says
+  // why). nullopt when the operating system refuses the memory. Throws
+  // std::invalid_argument for Memory::Pinned: a device whose memory is host memory has no
+  // pinned memory.
   std::optional<edge::Region> alloc(Memory memory, std::size_t bytes);
 
   // Returns a region that alloc or map_host made: alloc's memory goes back to the
@@ -47,14 +57,27 @@ class HostMemory {
   // `host`. Mapping the same memory twice gives the same region, freed once per mapping.
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes);
 
+  // How another PCI function reaches a region by DMA: a new dma-buf (close-on-exec, offset 0)
+  // over a region's memfd pages, made by /dev/udmabuf (UDMABUF_CREATE). Error, naming the
+  // region and why, for a region alloc did not make or that was freed, one from the heap
+  // (smaller than 64 KiB or 4 pages), one of anonymous pages (and why it has no memfd), one
+  // that map_host made (the caller's memory, which only its owner can describe), where
+  // /dev/udmabuf is absent or may not be opened, and where UDMABUF_CREATE refuses (the
+  // kernel's udmabuf.size_limit_mb, 64 MiB unless set, caps one dma-buf). Never bus
+  // addresses: host memory is pageable, so the kernel may move its pages.
+  Result<edge::Dma> dma(edge::Region region);
+
  private:
   enum class Source { Heap, Pages, Host };
   struct Block {
     Source source;
     std::size_t bytes;  // Pages: the mapped length
     std::size_t maps;   // Host: how many map_host calls it has had
+    int memfd = -1;     // Pages: the memfd whose pages they are, or -1 for anonymous pages
+    int memfd_error = 0;  // Pages without a memfd: the -errno memfd_create gave
   };
 
+  os::Seam& seam_;
   std::mutex mutex_;
   std::unordered_map<std::uintptr_t, Block> blocks_;
 };

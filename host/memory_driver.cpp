@@ -22,7 +22,7 @@ struct MemoryEdge {
 
 class MemoryDriver final : public edge::Driver {
  public:
-  explicit MemoryDriver(volatile std::uint64_t* word);
+  MemoryDriver(volatile std::uint64_t* word, os::Seam& seam);
 
   edge::Facts facts() override {
     edge::Facts f;
@@ -50,6 +50,7 @@ class MemoryDriver final : public edge::Driver {
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override {
     return memory_.map_host(host, bytes);
   }
+  Result<edge::Dma> dma(edge::Region region, std::string_view) override { return memory_.dma(region); }
 
   Result<edge::Code> image(std::span<const std::byte>) override {
     return std::unexpected(std::string("a memory device loads no code"));
@@ -180,7 +181,7 @@ int memory_commit(void* edge, std::uint64_t, const char** failure) {
 // submit writes the times itself and measures nothing: no settle, no measures.
 constexpr rig_driver kMemoryTable{memory_room, memory_submit, memory_commit, nullptr, nullptr};
 
-MemoryDriver::MemoryDriver(volatile std::uint64_t* word) : word_(word) {
+MemoryDriver::MemoryDriver(volatile std::uint64_t* word, os::Seam& seam) : word_(word), memory_(seam) {
   edge_.table = &kMemoryTable;
   edge_.driver = this;
 }
@@ -191,7 +192,11 @@ MemoryDriver::MemoryDriver(volatile std::uint64_t* word) : word_(word) {
 namespace rig::cpu {
 
 std::unique_ptr<edge::Driver> make_memory_driver(volatile std::uint64_t* word) {
-  return std::make_unique<host::MemoryDriver>(word);
+  return std::make_unique<host::MemoryDriver>(word, os::system());
+}
+
+std::unique_ptr<edge::Driver> make_memory_driver_with(os::Seam& seam, volatile std::uint64_t* word) {
+  return std::make_unique<host::MemoryDriver>(word, seam);
 }
 
 }  // namespace rig::cpu

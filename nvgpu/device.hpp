@@ -182,6 +182,9 @@ class Device final : public edge::Driver {
   void free(edge::Region r) override;
   edge::Location locate(edge::Region r) override;
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override;
+  // Error: the driver exports no dma-buf yet (the kernel module's NV_ESC_EXPORT_TO_DMABUF_FD
+  // on /dev/nvidiaN is the route, not built); the CUDA driver's dma gives one.
+  Result<edge::Dma> dma(edge::Region r, std::string_view pci_function) override;
 
   Result<edge::Code> image(std::span<const std::byte> binary) override;
   edge::EntryAnswer entry(edge::ImageId image, std::string_view name) override;

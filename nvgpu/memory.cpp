@@ -203,4 +203,12 @@ edge::Mapping Device::map_host(std::uintptr_t host, std::size_t bytes) {
   return edge::Region{id};
 }
 
+Result<edge::Dma> Device::dma(edge::Region, std::string_view) {
+  return std::unexpected(fmt::format(
+      "{}: rig's NVIDIA driver exports no dma-buf yet (the NVIDIA kernel module's NV_ESC_EXPORT_TO_DMABUF_FD "
+      "on the GPU's /dev/nvidiaN is the route, not built), and its memory has no bus addresses it may read; the "
+      "CUDA driver's dma gives a dma-buf through cuMemGetHandleForAddressRange",
+      name_));
+}
+
 }  // namespace rig::nv::driver

@@ -29,6 +29,8 @@ PACKAGES = [
     # The VM tests (tests/vm): QEMU under TCG, and busybox for the guest's initramfs. The
     # guest's kernel package is downloaded (apt-get download), never installed.
     "qemu-system-x86", "busybox-static",
+    # Buffer::dma's RDMA test in the VM: verbs (libibverbs), rxe's provider, the rdma tool.
+    "libibverbs-dev", "ibverbs-providers", "iproute2",
 ]
 
 

@@ -333,8 +333,11 @@ class Buffer {
   // region key is `key`. Raises invalid_argument if the buffer is dead.
   std::optional<edge::IoRegion> io(const void* key) const;
   // How PCI function `pci_function` reaches the whole allocation by DMA, as its device's
-  // driver describes it; the memory leaves the claims for good and never returns to the
-  // cache. Raises invalid_argument if dead, empty, or host's or a memory device's memory.
+  // driver describes it (Error with the driver's reason where it cannot): host() and memory
+  // devices give a dma-buf of an allocation of their own pages through /dev/udmabuf. The
+  // memory leaves the claims for good, also where the driver refused, and never returns to
+  // the cache. Raises invalid_argument if dead, empty, the caller's memory (of_host), an io
+  // device's, or held exclusive by a claim, and Lost if its device is lost.
   Result<edge::Dma> dma(std::string_view pci_function) const;
   // The driver's object for the memory, which the buffer starts offset() bytes into.
   // Raises invalid_argument if dead or host memory.

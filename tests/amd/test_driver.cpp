@@ -12,6 +12,8 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "decode.hpp"
 #include "fake_driver.hpp"
@@ -922,20 +924,35 @@ TEST_CASE("ring_of shows the dwords a submission wrote into a queue's ring, and 
   driver.free(*region);
 }
 
+namespace {
+
+// A driver of sim's GPU opened directly, not through rig, on `word`.
+std::unique_ptr<edge::Driver> open_direct(sim::amd::Simulator& sim, volatile std::uint64_t* word) {
+  auto driver = rig::amd::opener(0, sim).make(word);
+  REQUIRE(driver);
+  return std::move(*driver);
+}
+
+// 8 KiB of page-aligned host memory (std::free it) and the driver's mapping of it.
+std::pair<std::byte*, edge::Region> mapped_pages(edge::Driver& driver) {
+  auto* memory = static_cast<std::byte*>(std::aligned_alloc(4096, 8192));
+  auto mapped = driver.map_host(reinterpret_cast<std::uintptr_t>(memory), 8192);
+  REQUIRE(std::holds_alternative<edge::Region>(mapped));
+  return {memory, std::get<edge::Region>(mapped)};
+}
+
+}  // namespace
+
 TEST_CASE("map_host maps page-aligned host memory at its own address") {
   auto& sim = simulator();
-  auto make = rig::amd::opener(0, sim).make;
   alignas(8) static std::uint64_t word = 0;
-  auto driver = make(&word);
-  REQUIRE(driver);
-  auto* memory = static_cast<std::byte*>(std::aligned_alloc(4096, 8192));
-  auto mapped = (*driver)->map_host(reinterpret_cast<std::uintptr_t>(memory), 8192);
-  REQUIRE(std::holds_alternative<edge::Region>(mapped));
-  auto where = (*driver)->locate(std::get<edge::Region>(mapped));
+  auto driver = open_direct(sim, &word);
+  auto [memory, region] = mapped_pages(*driver);
+  auto where = driver->locate(region);
   CHECK(where.address == std::optional<std::uint64_t>(reinterpret_cast<std::uint64_t>(memory)));
-  CHECK(std::holds_alternative<edge::Never>((*driver)->map_host(reinterpret_cast<std::uintptr_t>(memory) + 8, 64)));
-  (*driver)->free(std::get<edge::Region>(mapped));
-  (*driver)->stop("done");
+  CHECK(std::holds_alternative<edge::Never>(driver->map_host(reinterpret_cast<std::uintptr_t>(memory) + 8, 64)));
+  driver->free(region);
+  driver->stop("done");
   std::free(memory);
 }
 
@@ -968,4 +985,85 @@ TEST_CASE("settle gives a timed value's start and end on the host clock") {
   REQUIRE(c->settle(facts.edge, 1, times, &failure) == RIG_OK);  // a later call leaves them
   CHECK((times[0] == kept[0] && times[1] == kept[1]));
   (*driver)->stop("done");
+}
+
+// ---- dma: KFD's dma-buf export.
+
+namespace {
+// The bytes a dma-buf's pages hold, through a mapping of it.
+std::vector<std::uint8_t> dmabuf_bytes(int fd, std::size_t n) {
+  void* view = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
+  REQUIRE(view != MAP_FAILED);
+  std::vector<std::uint8_t> out(static_cast<const std::uint8_t*>(view), static_cast<const std::uint8_t*>(view) + n);
+  ::munmap(view, n);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("dma of device memory is a close-on-exec dma-buf KFD exports, holding the buffer's bytes") {
+  auto& sim = simulator();
+  Opened d(sim);
+  for (Memory kind : {Memory::Device, Memory::Mapped}) {
+    Buffer b = Buffer::create(d, 65536, kind);
+    b.write<std::uint8_t>([](std::span<std::uint8_t> x) {
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint8_t(i * 3 + 5);
+    });
+    const std::size_t before = sim.dmabuf_exports();
+    auto dma = b.view(4096, 64).dma("0000:41:00.0");
+    REQUIRE_MESSAGE(dma.has_value(), (dma ? "" : dma.error()));
+    const auto* buf = std::get_if<edge::Dmabuf>(&*dma);
+    REQUIRE(buf != nullptr);
+    CHECK(buf->offset == 0);
+    CHECK((fcntl(buf->fd, F_GETFD) & FD_CLOEXEC) != 0);
+    CHECK(sim.dmabuf_exports() == before + 1);
+    auto seen = dmabuf_bytes(buf->fd, 65536);
+    bool same = true;
+    for (std::size_t i = 0; i < seen.size(); ++i) same = same && seen[i] == std::uint8_t(i * 3 + 5);
+    CHECK(same);
+    ::close(buf->fd);
+  }
+}
+
+TEST_CASE("dma refuses a userptr mapping and a freed region, naming the device and why; KFD refuses an unknown handle") {
+  auto& sim = simulator();
+  alignas(8) static std::uint64_t word = 0;
+  auto driver = open_direct(sim, &word);
+  auto [memory, mapped] = mapped_pages(*driver);
+  auto userptr = driver->dma(mapped, "0000:41:00.0");
+  REQUIRE_FALSE(userptr.has_value());
+  CHECK(userptr.error().find("AMD:0: 8192 bytes at 0x") != std::string::npos);
+  CHECK(userptr.error().find("userptr buffer), which KFD does not export") != std::string::npos);
+  driver->free(mapped);
+  std::free(memory);
+
+  auto region = driver->alloc(Memory::Device, 4096);
+  REQUIRE(region);
+  driver->free(*region);
+  auto freed = driver->dma(*region, "0000:41:00.0");
+  REQUIRE_FALSE(freed.has_value());
+  CHECK(freed.error().find("AMD:0: no region") != std::string::npos);
+  const std::size_t exports = sim.dmabuf_exports();
+  driver->stop("done");
+
+  // The simulated KFD itself: a handle it never gave is EINVAL, and no dma-buf is made.
+  const int kfd = sim.open("/dev/kfd", O_RDWR);
+  REQUIRE(kfd >= 0);
+  rig::amd::KfdExportDmabufArgs bad{0xdead, std::uint32_t(O_CLOEXEC), 0};
+  CHECK(sim.ioctl(kfd, rig::amd::kIocExportDmabuf, &bad) == -EINVAL);
+  CHECK(sim.dmabuf_exports() == exports);
+  sim.close(kfd);
+}
+
+TEST_CASE("dma on a KFD older than interface 1.12 is an Error naming the version and the missing ioctl") {
+  auto& sim = simulator({.kfd_minor = 11});
+  Opened d(sim);
+  Buffer b = Buffer::create(d, 4096);
+  auto dma = b.dma("0000:41:00.0");
+  REQUIRE_FALSE(dma.has_value());
+  CHECK(dma.error().find("AMD:0: KFD interface 1.11 has no dma-buf export (AMDKFD_IOC_EXPORT_DMABUF came with 1.12)") !=
+        std::string::npos);
+  CHECK(sim.dmabuf_exports() == 0);
+  // The device goes on.
+  Buffer out = Buffer::create(d, 64);
+  writes(d, out, 0x1234);
 }

@@ -78,6 +78,13 @@ struct Target {
   // holding `contents`, as a buffer (Buffer::of_io) admitting `access`. Non-null marks an
   // io target, on which the io laws run instead of the laws of devices that compute.
   std::function<Buffer(const Device& d, std::span<const std::byte> contents, Access access)> io_region;
+  // Bytes a second its copy engine moves at most, where that is so slow that the laws' own
+  // sizes would outlast their time limits (QEMU's edu: one 4 KiB transfer per 100 ms of the
+  // VM's clock). The laws that move many bytes then move fewer, and wait for them as long as
+  // their bytes need at this rate (copy_size, copy_limit; the busy close puts about two
+  // seconds of copies in flight). nullopt: the laws' sizes and limits as they are, which
+  // every device but such a one meets.
+  std::optional<double> copy_bytes_per_second;
 };
 
 // The built-in io target: an io device over regions of host memory (tests/support/memory_io.hpp).

@@ -154,6 +154,14 @@ class Clock {
   std::thread thread_;
 };
 
+// --- Slow copy engines (Target::copy_bytes_per_second) -----------------------------------
+// The bytes of a law's buffers: `n`, or on a target whose copies are slow, what it copies in
+// about a quarter of a second, in whole pages (one at least) and no more than n.
+std::size_t copy_size(const Context& c, std::size_t n);
+// How long a law waits for work that copies `bytes`: `limit`, or on a target whose copies are
+// slow, four times what they take at its rate where that is longer.
+std::chrono::milliseconds copy_limit(const Context& c, std::size_t bytes, std::chrono::milliseconds limit = 10s);
+
 // --- Bytes --------------------------------------------------------------------------------
 
 std::vector<std::uint8_t> pattern(std::size_t n, std::uint64_t seed);

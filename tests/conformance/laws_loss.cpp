@@ -1,4 +1,5 @@
 // laws_loss.cpp — the laws of loss, hangs, faults and close.
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -353,7 +354,7 @@ void close_of_a_busy_device_waits_for_its_work(Context& c) {
   Opened o = c.fresh();
   Device d = o.device;
   need_copy_engine(d);
-  const std::size_t n = 256 << 10;
+  const std::size_t n = copy_size(c, 256 << 10);
   Buffer h = Buffer::create(host(), n);
   put(h, std::vector<std::uint8_t>(n, 0));
   auto borrowed = Buffer::borrow(d, h);
@@ -361,8 +362,12 @@ void close_of_a_busy_device_waits_for_its_work(Context& c) {
   auto bytes = pattern(n, 42);
   put(a, bytes);
   auto there = copy_submission(d, a, b), back = copy_submission(d, b, a);
+  // 50 values of work in flight, or on a target whose copies are slow, what it copies in
+  // about two seconds (8 values at least).
+  const auto rate = c.target.copy_bytes_per_second;
+  const int values = rate ? std::clamp(int(*rate * 2 / double(n)), 8, 50) : 50;
   Point last;
-  for (int i = 0; i < 50; ++i) last = go(i % 2 ? back : there);
+  for (int i = 0; i < values; ++i) last = go(i % 2 ? back : there);
   if (borrowed) last = go(copy_submission(d, a, *borrowed));
   d.close();
   require(d.lost() == std::optional<std::string>("closed"), "after close the device's loss reads \"{}\"",

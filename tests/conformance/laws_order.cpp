@@ -24,7 +24,7 @@ void device_order(Context& c) {
   Device d = o.device;
   need_copy_engine(d);
   auto queues = copy_queues(d);
-  const std::size_t n = scale() >= 1 ? (256 << 10) : (16 << 10);
+  const std::size_t n = copy_size(c, scale() >= 1 ? (256 << 10) : (16 << 10));
   const int chain = 12, rounds = std::max(3, int(8 * scale()));
   std::vector<Buffer> b;
   for (int i = 0; i <= chain; ++i) b.push_back(Buffer::create(d, n));
@@ -38,7 +38,8 @@ void device_order(Context& c) {
     go(fill_submission(d, b[0], std::uint8_t(r), queues[0]));
     Point last;
     for (auto& s : copies) last = go(s);
-    require(settle(o, last), "round {}: the chain of copies did not complete", r);
+    require(settle(o, last, copy_limit(c, std::size_t(chain + 1) * n)), "round {}: the chain of copies did not complete",
+            r);
     expect_all(b[std::size_t(chain)], std::uint8_t(r),
                fmt::format("round {}: the end of a chain of {} copies over {} queues", r, chain, queues.size()));
   }
@@ -50,7 +51,7 @@ void prefix_order(Context& c) {
   Device d = o.device;
   need_copy_engine(d);
   auto queues = copy_queues(d);
-  const std::size_t n = 64 << 10;
+  const std::size_t n = copy_size(c, 64 << 10);
   Buffer a = Buffer::create(d, n), b = Buffer::create(d, n), cc = Buffer::create(d, n), dd = Buffer::create(d, n),
          e = Buffer::create(d, n), f = Buffer::create(d, n), g = Buffer::create(d, n);
   std::pair<Buffer, Access> fixed[] = {{a, Access::ReadWrite},  {b, Access::ReadWrite}, {cc, Access::ReadWrite},
@@ -78,7 +79,7 @@ void prefix_order(Context& c) {
       parts.push_back(copy(q0, {6}, f, g));    // after part 6 of the other queue
     }
     Point p = go(Submission::make(d, parts, 0, 0, fixed));
-    require(settle(o, p), "round {}: the submission did not complete", r);
+    require(settle(o, p, copy_limit(c, parts.size() * n)), "round {}: the submission did not complete", r);
     expect_all(b, x, fmt::format("round {}: a copy after a fill on one queue", r));
     expect_all(cc, y, fmt::format("round {}: a copy after a second fill of its source on one queue", r));
     expect_all(dd, y, fmt::format("round {}: a copy of a copy on one queue", r));

@@ -287,6 +287,21 @@ std::uint64_t raw_word(const Device& d) {
   return __atomic_load_n(word, __ATOMIC_ACQUIRE);
 }
 
+std::size_t copy_size(const Context& c, std::size_t n) {
+  const auto rate = c.target.copy_bytes_per_second;
+  if (!rate) return n;
+  constexpr std::size_t page = 4096;
+  const auto quarter = std::size_t(*rate / 4) / page * page;
+  return std::min(n, std::max(page, quarter));
+}
+
+std::chrono::milliseconds copy_limit(const Context& c, std::size_t bytes, std::chrono::milliseconds limit) {
+  const auto rate = c.target.copy_bytes_per_second;
+  if (!rate) return limit;
+  const auto needed = std::chrono::milliseconds(std::int64_t(4000.0 * double(bytes) / *rate));
+  return std::max(limit, needed);
+}
+
 bool settle(const Opened& o, Point p, std::chrono::milliseconds limit) {
   if (!o.step) return within(limit, [p] { p.wait(); });
   auto until = std::chrono::steady_clock::now() + limit;

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <thread>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "support.hpp"
@@ -759,4 +760,57 @@ TEST_CASE("stop raises the word to the last submitted value once nothing runs") 
   g.driver->stop("failed");
   g.stopped = true;
   CHECK(*g.word == g.v);
+}
+
+// ---- dma: cuMemGetHandleForAddressRange's dma-bufs.
+
+TEST_CASE("dma of Device memory is a close-on-exec dma-buf of the whole host pages it lies on") {
+  auto f = fake();
+  Device d = t::open_gpu(0);
+  Buffer b = Buffer::create(d, 10000);
+  const long long before = f.count("dmabufs");
+  auto dma = b.view(100, 10).dma("0000:41:00.0");
+  REQUIRE_MESSAGE(dma.has_value(), (dma ? "" : dma.error()));
+  const auto* buf = std::get_if<edge::Dmabuf>(&*dma);
+  REQUIRE(buf != nullptr);
+  CHECK(buf->offset == b.address() % 4096);
+  CHECK((fcntl(buf->fd, F_GETFD) & FD_CLOEXEC) != 0);  // set by rig: CUDA does not promise it
+  CHECK(lseek(buf->fd, 0, SEEK_END) == 12288);         // 10000 bytes lie on three pages
+  CHECK(f.count("dmabufs") == before + 1);
+  close(buf->fd);
+}
+
+TEST_CASE("dma CUDA refuses is an Error naming CUDA's error and the GPU's dma-buf attribute, and the device goes on") {
+  auto f = fake();
+  Device d = t::open_gpu(0);
+  Buffer device = Buffer::create(d, 4096);
+  f.set("dma_buf", 0);
+  auto unsupported = device.dma("0000:41:00.0");
+  f.set("dma_buf", 1);
+  REQUIRE_FALSE(unsupported.has_value());
+  CHECK(unsupported.error().find("CUDA:0: 4096 bytes at 0x") != std::string::npos);
+  CHECK(unsupported.error().find("cuMemGetHandleForAddressRange failed: CUDA_ERROR_NOT_SUPPORTED") != std::string::npos);
+  CHECK(unsupported.error().find("CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0") != std::string::npos);
+
+  Buffer pinned = Buffer::create(d, 8192, Memory::Pinned);
+  auto host_unsupported = pinned.dma("0000:41:00.0");
+  REQUIRE_FALSE(host_unsupported.has_value());
+  CHECK(host_unsupported.error().find("CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED is 0") != std::string::npos);
+  f.set("host_dma_buf", 1);
+  Buffer pinned2 = Buffer::create(d, 8192, Memory::Pinned);
+  auto host_made = pinned2.dma("0000:41:00.0");
+  f.set("host_dma_buf", 0);
+  REQUIRE(host_made.has_value());
+  close(std::get<edge::Dmabuf>(*host_made).fd);
+
+  f.fail("cuMemGetHandleForAddressRange", 1, CUDA_ERROR_INVALID_VALUE, 1);
+  Buffer other = Buffer::create(d, 4096);
+  auto invalid = other.dma("0000:41:00.0");
+  REQUIRE_FALSE(invalid.has_value());
+  CHECK(invalid.error().find("CUDA_ERROR_INVALID_VALUE") != std::string::npos);
+  CHECK_FALSE(d.lost());
+  Buffer again = Buffer::create(d, 4096);
+  auto made = again.dma("0000:41:00.0");
+  REQUIRE(made.has_value());
+  close(std::get<edge::Dmabuf>(*made).fd);
 }

@@ -2,6 +2,7 @@
 // C functions, without rig's core. Each test is named after the promise it checks.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 
+#include "fake_udmabuf.hpp"
 #include "host_driver.hpp"
 
 #include <doctest/doctest.h>
@@ -13,6 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -29,9 +34,9 @@ struct MemoryDevice {
   void* edge = nullptr;
   const rig_driver* table = nullptr;
 
-  explicit MemoryDevice(std::uint64_t start = 0) {
+  explicit MemoryDevice(std::uint64_t start = 0, rig::os::Seam* seam = nullptr) {
     word = start;
-    driver = rig::cpu::make_memory_driver(&word);
+    driver = seam ? rig::cpu::make_memory_driver_with(*seam, &word) : rig::cpu::make_memory_driver(&word);
     facts = driver->facts();
     edge = facts.edge;
     table = *static_cast<const rig_driver* const*>(edge);
@@ -264,4 +269,145 @@ TEST_CASE("sleep returns once another thread's submit raises the word") {
   CHECK(m.submit(&part, 1, 1, &failure) == RIG_COMMITTED);
   sleeper.join();
   CHECK(m.shown() == 1);
+}
+
+// ---- dma: dma-bufs of memfd pages through /dev/udmabuf.
+
+namespace {
+const edge::Dmabuf* dmabuf_of(const rig::Result<edge::Dma>& d) {
+  return d ? std::get_if<edge::Dmabuf>(&*d) : nullptr;
+}
+}  // namespace
+
+TEST_CASE("dma gives a close-on-exec dma-buf of a region's memfd pages, which keeps them after the region is freed") {
+  rig::test::FakeUdmabuf seam;
+  MemoryDevice m(0, &seam);
+  const std::size_t bytes = 256 * 1024;
+  const auto region = m.driver->alloc(Memory::Device, bytes);
+  REQUIRE(region.has_value());
+  auto* host = reinterpret_cast<std::uint8_t*>(*m.driver->locate(*region).host);
+  for (std::size_t i = 0; i < bytes; ++i) host[i] = std::uint8_t(i * 7 + 1);
+  const auto dma = m.driver->dma(*region, "0000:00:03.0");
+  const edge::Dmabuf* buf = dmabuf_of(dma);
+  REQUIRE_MESSAGE(buf != nullptr, (dma ? "a bus answer" : dma.error()));
+  CHECK(buf->offset == 0);
+  CHECK((fcntl(buf->fd, F_GETFD) & FD_CLOEXEC) != 0);
+  // What udmabuf was asked for: the region's whole memfd, sealed against shrinking.
+  CHECK(seam.last.flags == UDMABUF_FLAGS_CLOEXEC);
+  CHECK(seam.last.offset == 0);
+  CHECK(seam.last.size == bytes);
+  CHECK((fcntl(int(seam.last.memfd), F_GET_SEALS) & F_SEAL_SHRINK) != 0);
+  CHECK(seam.open_fds == 0);  // the device file is closed again
+  m.driver->free(*region);
+  // The dma-buf's pages are the region's bytes, still there once rig freed the region.
+  void* view = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, buf->fd, 0);
+  REQUIRE(view != MAP_FAILED);
+  const auto* seen = static_cast<const std::uint8_t*>(view);
+  bool same = true;
+  for (std::size_t i = 0; i < bytes; ++i) same = same && seen[i] == std::uint8_t(i * 7 + 1);
+  CHECK(same);
+  munmap(view, bytes);
+  close(buf->fd);
+}
+
+TEST_CASE("dma refuses heap memory, a freed region and the caller's mapped memory, naming the region and why") {
+  rig::test::FakeUdmabuf seam;
+  MemoryDevice m(0, &seam);
+  const auto small = m.driver->alloc(Memory::Device, 4096);
+  REQUIRE(small.has_value());
+  auto heap = m.driver->dma(*small, "0000:00:03.0");
+  REQUIRE_FALSE(heap.has_value());
+  CHECK(heap.error().find("4096 bytes of host memory at 0x") != std::string::npos);
+  CHECK(heap.error().find("heap memory") != std::string::npos);
+  m.driver->free(*small);
+
+  const auto big = m.driver->alloc(Memory::Device, 1 << 20);
+  REQUIRE(big.has_value());
+  m.driver->free(*big);
+  auto freed = m.driver->dma(*big, "0000:00:03.0");
+  REQUIRE_FALSE(freed.has_value());
+  CHECK(freed.error().find("no region of this device starts there") != std::string::npos);
+
+  std::vector<std::byte> mine(1 << 16);
+  auto mapping = m.driver->map_host(reinterpret_cast<std::uintptr_t>(mine.data()), mine.size());
+  REQUIRE(std::holds_alternative<edge::Region>(mapping));
+  auto theirs = m.driver->dma(std::get<edge::Region>(mapping), "0000:00:03.0");
+  REQUIRE_FALSE(theirs.has_value());
+  CHECK(theirs.error().find("the caller's memory") != std::string::npos);
+  m.driver->free(std::get<edge::Region>(mapping));
+  CHECK(seam.creates == 0);  // udmabuf was never asked
+}
+
+TEST_CASE("dma where /dev/udmabuf is absent or not permitted says which, and that host memory has no bus addresses") {
+  rig::test::FakeUdmabuf seam;
+  MemoryDevice m(0, &seam);
+  const auto region = m.driver->alloc(Memory::Device, 1 << 20);
+  REQUIRE(region.has_value());
+  seam.node = rig::test::FakeUdmabuf::Node::Absent;
+  auto absent = m.driver->dma(*region, "0000:00:03.0");
+  REQUIRE_FALSE(absent.has_value());
+  CHECK(absent.error().find("/dev/udmabuf it is absent") != std::string::npos);
+  CHECK(absent.error().find("CONFIG_UDMABUF") != std::string::npos);
+  CHECK(absent.error().find("no bus addresses: host memory is pageable") != std::string::npos);
+  seam.node = rig::test::FakeUdmabuf::Node::Denied;
+  auto denied = m.driver->dma(*region, "0000:00:03.0");
+  REQUIRE_FALSE(denied.has_value());
+  CHECK(denied.error().find("no permission") != std::string::npos);
+  CHECK(denied.error().find("EACCES") != std::string::npos);
+  // The device goes on: once udmabuf is there, the same region gives a dma-buf.
+  seam.node = rig::test::FakeUdmabuf::Node::Present;
+  auto later = m.driver->dma(*region, "0000:00:03.0");
+  REQUIRE(dmabuf_of(later) != nullptr);
+  close(dmabuf_of(later)->fd);
+  m.driver->free(*region);
+}
+
+TEST_CASE("a dma-buf udmabuf refuses is an Error naming UDMABUF_CREATE, its errno and the size limit") {
+  rig::test::FakeUdmabuf seam;
+  seam.size_limit = 1 << 20;
+  MemoryDevice m(0, &seam);
+  const auto big = m.driver->alloc(Memory::Device, 2 << 20);
+  REQUIRE(big.has_value());
+  auto refused = m.driver->dma(*big, "0000:00:03.0");
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().find("UDMABUF_CREATE refused it: EINVAL") != std::string::npos);
+  CHECK(refused.error().find("size_limit_mb") != std::string::npos);
+  CHECK(seam.open_fds == 0);
+  const auto fits = m.driver->alloc(Memory::Device, 1 << 20);
+  REQUIRE(fits.has_value());
+  auto made = m.driver->dma(*fits, "0000:00:03.0");
+  REQUIRE(dmabuf_of(made) != nullptr);
+  close(dmabuf_of(made)->fd);
+  m.driver->free(*big);
+  m.driver->free(*fits);
+}
+
+TEST_CASE("a region made where the process may open no memfd is anonymous pages, and dma says why") {
+  // In a child, so that its lowered descriptor limit leaves the test process as it was.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    rig::test::FakeUdmabuf seam;
+    int status = 0;
+    {
+      MemoryDevice m(0, &seam);
+      const int probe = dup(0);
+      rlimit none{rlim_t(probe), rlim_t(probe)};  // no descriptor past those open now
+      close(probe);
+      if (setrlimit(RLIMIT_NOFILE, &none) != 0) _exit(10);
+      const auto region = m.driver->alloc(Memory::Device, 1 << 20);
+      if (!region) _exit(11);
+      std::memset(reinterpret_cast<void*>(*m.driver->locate(*region).host), 5, 1 << 20);  // usable memory
+      auto dma = m.driver->dma(*region, "0000:00:03.0");
+      if (dma) status |= 1;
+      else if (dma.error().find("anonymous pages, not a memfd's (memfd_create gave EMFILE") == std::string::npos)
+        status |= 2;
+      m.driver->free(*region);
+    }
+    _exit(status);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

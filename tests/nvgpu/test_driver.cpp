@@ -102,6 +102,25 @@ TEST_CASE("NV:0 opens on the simulated Hopper as sm_90 with its two queues and t
   d->close();
 }
 
+TEST_CASE("dma is an Error naming the device and the export route not built, and the device goes on") {
+  nvsim::Simulator sim;
+  auto d = rig::open(nv::opener(0, sim));
+  REQUIRE_MESSAGE(d, (d ? std::string() : d.error()));
+  Buffer b = Buffer::create(*d, 65536);
+  auto dma = b.dma("0000:41:00.0");
+  REQUIRE_FALSE(dma.has_value());
+  CHECK(dma.error().find("NV:0: rig's NVIDIA driver exports no dma-buf yet") != std::string::npos);
+  CHECK(dma.error().find("NV_ESC_EXPORT_TO_DMABUF_FD") != std::string::npos);
+  CHECK(dma.error().find("cuMemGetHandleForAddressRange") != std::string::npos);
+  CHECK(!b.free());  // outside the claims for good, though the driver refused
+  Buffer other = Buffer::create(*d, 4096);
+  other.fill(std::byte{7});
+  std::vector<std::byte> seen(4096);
+  other.blit_to(0, seen);
+  CHECK(seen[4095] == std::byte{7});
+  d->close();
+}
+
 TEST_CASE("the Ampere table opens as sm_80, and gvisor mode opens as outside it") {
   nvsim::Config ampere;
   ampere.classes = nvsim::kAmpere;

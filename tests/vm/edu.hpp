@@ -43,5 +43,8 @@ constexpr std::uint64_t buffer_bytes = 4096;
 // in the VM tests: transfers here end 64 bytes short of it, where the edu driver keeps the
 // value it stores into the timeline word.
 constexpr std::uint64_t largest_transfer = buffer_bytes - 64;
+// A transfer runs about 100 ms of the VM's clock after it is started (edu.c's DMA timer, as
+// the VM tests measure it).
+constexpr double transfer_seconds = 0.1;
 
 }  // namespace rig::edu

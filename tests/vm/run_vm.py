@@ -38,6 +38,20 @@ KERNELS = {"6.12": "linux-image-6.12-amd64", "6.1": "linux-image-amd64"}
 # depends on (the rest, the Intel IOMMU included, is built into Debian's kernels); each
 # module's own dependencies are found in it.
 MODULES = ["vfio_iommu_type1", "vfio-pci"]
+# And for Buffer::dma's RDMA test: the NIC's driver and soft RoCE over it, with the verbs
+# device files (ib_uverbs) and the crc32 hash rxe's packets carry (rxe asks the crypto API
+# for "crc32", which Debian builds as a module nothing names as a dependency: without it
+# rdma link add fails with ENOENT). udmabuf is built into the 6.12 kernel.
+RDMA_MODULES = ["virtio_net", "ib_uverbs", "crc32_generic", "rdma_rxe"]
+
+# What a verbs program needs besides the libraries ldd lists: libibverbs loads the provider
+# the configuration names (rxe's, for rdma_rxe), and the rdma tool makes the rxe0 link.
+VERBS_FILES = ["/etc/libibverbs.d/rxe.driver", "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"]
+RDMA_TOOL = "/usr/bin/rdma"
+
+# Programs that need the 6.12 kernel: its built-in udmabuf (6.1 has none). Where the boot
+# takes 6.1 they are left out, saying so.
+NEEDS_6_12 = {"test_dma"}
 
 EDU_VENDOR, EDU_DEVICE = "0x1234", "0x11e8"
 
@@ -101,7 +115,7 @@ def module_bytes(path):
     return lzma.decompress(data) if path.endswith(".xz") else data
 
 
-def module_files(tree):
+def module_files(tree, rdma):
     """The kernel version and the modules to load, as (name, bytes), each after those it
     depends on (the "depends=" of its .modinfo: the package has no modules.dep, which depmod
     writes when a kernel is installed)."""
@@ -130,7 +144,7 @@ def module_files(tree):
                 visit(dep.replace("-", "_"))
         order.append((os.path.basename(path).split(".ko")[0] + ".ko", data))
 
-    for module in MODULES:
+    for module in MODULES + (RDMA_MODULES if rdma else []):
         visit(module.replace("-", "_"))
     return version, order
 
@@ -205,7 +219,7 @@ class Cpio:
         self.out.close()
 
 
-def init_script(programs, modules, env):
+def init_script(programs, modules, env, rdma):
     lines = [
         "#!/bin/busybox sh",
         "/bin/busybox mkdir -p /proc /sys /dev /tmp",
@@ -218,6 +232,13 @@ def init_script(programs, modules, env):
     ] + [f"export {name}='{value}'" for name, value in env]
     for m in modules:
         lines.append(f"insmod /lib/vm-modules/{m} || echo 'RIG-VM-NOTE insmod {m} failed'")
+    if rdma:
+        # Soft RoCE over the NIC: the link up with an address (rxe's GIDs are its addresses).
+        lines += [
+            "ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 || echo 'RIG-VM-NOTE eth0 did not come up'",
+            "rdma link add rxe0 type rxe netdev eth0 && echo 'RIG-VM-NOTE rxe0 over eth0' "
+            "|| echo 'RIG-VM-NOTE rdma link add rxe0 failed'",
+        ]
     lines += [
         "edu=''",
         "for d in /sys/bus/pci/devices/*; do",
@@ -244,8 +265,14 @@ def init_script(programs, modules, env):
     return ("\n".join(lines) + "\n").encode()
 
 
+def uses_verbs(program):
+    """Whether `program` loads libibverbs (then the VM gets a NIC and soft RoCE)."""
+    return any("libibverbs" in os.path.basename(lib) for lib in shared_libraries(program))
+
+
 def build_initramfs(path, programs, tree, env):
-    version, modules = module_files(tree)
+    rdma = any(uses_verbs(p) for p in programs) and all(os.path.exists(f) for f in VERBS_FILES + [RDMA_TOOL])
+    version, modules = module_files(tree, rdma)
     archive = Cpio(path)
     busybox = shutil.which("busybox") or "/bin/busybox"
     if not os.path.exists(busybox):
@@ -257,13 +284,19 @@ def build_initramfs(path, programs, tree, env):
         archive.file("bin/" + os.path.basename(program), without_debug_info(program))
         for lib in shared_libraries(program):
             archive.host_file(lib)
+    if rdma:
+        for f in VERBS_FILES + [RDMA_TOOL]:
+            archive.host_file(f)
+            for lib in shared_libraries(f) if not f.endswith(".driver") else []:
+                archive.host_file(lib)
+        archive.host_file(RDMA_TOOL, "bin/rdma")
     names = []
     for name, data in modules:
         archive.file("lib/vm-modules/" + name, data, 0o644)
         names.append(name)
-    archive.file("init", init_script(programs, names, env))
+    archive.file("init", init_script(programs, names, env, rdma))
     archive.close()
-    return version
+    return version, rdma
 
 
 def main():
@@ -279,13 +312,21 @@ def main():
     qemu = shutil.which("qemu-system-x86_64")
     if not qemu:
         skip("qemu-system-x86_64 is missing: apt-get install qemu-system-x86")
-    tree, why = kernel_tree(args.kernel, args.cache)
-    if tree is None and args.kernel == "6.12":
-        # Every test here runs on 6.1 too (docs/vfio.md); the release's own kernel is always there.
+    series = args.kernel
+    tree, why = kernel_tree(series, args.cache)
+    if tree is None and series == "6.12":
+        # The tests of vfio/ and edu run on 6.1 too (docs/vfio.md); the release's own kernel is
+        # always there.
         print(f"vm: {why}; taking the 6.1 kernel instead", flush=True)
-        tree, why = kernel_tree("6.1", args.cache)
+        series = "6.1"
+        tree, why = kernel_tree(series, args.cache)
     if tree is None:
         skip(why)
+    if series != "6.12":
+        left = [p for p in args.programs if os.path.basename(p) in NEEDS_6_12]
+        for p in left:
+            print(f"vm: {os.path.basename(p)} is left out: it needs the 6.12 kernel's udmabuf", flush=True)
+        args.programs = [p for p in args.programs if p not in left]
     kernels = glob.glob(os.path.join(tree, "boot", "vmlinuz-*"))
     if not kernels:
         skip(f"{tree} holds no boot/vmlinuz-*")
@@ -294,7 +335,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         initramfs = os.path.join(work, "initramfs.cpio")
         env = [tuple(e.split("=", 1)) for e in args.env if "=" in e and "'" not in e]
-        version = build_initramfs(initramfs, [os.path.abspath(p) for p in args.programs], tree, env)
+        version, rdma = build_initramfs(initramfs, [os.path.abspath(p) for p in args.programs], tree, env)
         built = time.monotonic()
         print(f"vm: initramfs for {version}: {os.path.getsize(initramfs) / 1e6:.1f} MB in {built - started:.1f} s",
               flush=True)
@@ -302,7 +343,7 @@ def main():
             qemu, "-machine", "q35,kernel-irqchip=split,accel=tcg", "-cpu", "max", "-icount", "shift=0,sleep=off", "-smp", "1", "-m", "1024",
             "-device", "intel-iommu,intremap=on,caching-mode=on",
             "-device", "pcie-root-port,id=edu_port,chassis=1", "-device", "edu,bus=edu_port",
-            "-nic", "none", "-display", "none", "-vga", "none", "-serial", "stdio", "-monitor", "none",
+            *(["-nic", "user,model=virtio-net-pci"] if rdma else ["-nic", "none"]), "-display", "none", "-vga", "none", "-serial", "stdio", "-monitor", "none",
             "-no-reboot", "-kernel", kernels[0], "-initrd", initramfs,
             "-append", "console=ttyS0 intel_iommu=on quiet panic=-1",
         ]

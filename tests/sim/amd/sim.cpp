@@ -32,6 +32,15 @@ namespace rig::sim::amd {
 namespace {
 
 constexpr std::uint64_t kPage = 4096;
+// AMDKFD_IOC_EXPORT_DMABUF (linux/kfd_ioctl.h, KFD interface 1.12), which Debian 12's header
+// lacks.
+struct ExportDmabufArgs {
+  std::uint64_t handle;
+  std::uint32_t flags;
+  std::uint32_t dmabuf_fd;
+};
+constexpr unsigned long kExportDmabuf = _IOWR('K', 0x24, ExportDmabufArgs);
+constexpr std::uint32_t kExportMinor = 12;
 constexpr int kFirstFd = 1 << 20;  // fake descriptors: far above any the process holds
 constexpr std::uint64_t kUnsignaled = ~0ull;               // KFD's UNSIGNALED_EVENT_SLOT
 constexpr std::uint32_t kFirstOtherEvent = 0x80000000u;    // ids of events without a slot
@@ -111,6 +120,7 @@ struct Simulator::Impl final : gfx11::Memory {
   std::map<std::uint64_t, Mapped> vm;  // the GPU page table: va -> what it maps (vm_mutex)
   std::map<std::uint64_t, std::uint64_t> host_maps;  // host address -> bytes of BO mappings
   std::uint64_t next_handle = 1, vram_used = 0;
+  std::size_t dmabuf_exports = 0;
   std::map<std::uint32_t, Event> events;
   std::uint64_t event_page = 0;  // the BO handle of the signal page
   std::uint32_t next_other_event = kFirstOtherEvent;
@@ -659,7 +669,24 @@ int Simulator::Impl::ioctl(int fd, unsigned long request, void* arg) {
   switch (request) {
     case AMDKFD_IOC_GET_VERSION: {
       auto& a = *static_cast<kfd_ioctl_get_version_args*>(arg);
-      a.major_version = KFD_IOCTL_MAJOR_VERSION, a.minor_version = KFD_IOCTL_MINOR_VERSION;
+      a.major_version = KFD_IOCTL_MAJOR_VERSION, a.minor_version = config.kfd_minor;
+      return 0;
+    }
+    case kExportDmabuf: {
+      // KFD before 1.12 has no such ioctl; an unknown handle is EINVAL; amdgpu's prime export
+      // refuses a userptr buffer (EPERM). The dma-buf is a new descriptor of the buffer's
+      // pages (its memfd), close-on-exec as asked; no flag but O_CLOEXEC is taken (stricter
+      // than KFD, which passes the flags on to the new descriptor).
+      if (config.kfd_minor < kExportMinor) return -ENOTTY;
+      auto& a = *static_cast<ExportDmabufArgs*>(arg);
+      auto b = buffers.find(a.handle);
+      if (b == buffers.end()) return -EINVAL;
+      if (a.flags & ~std::uint32_t(O_CLOEXEC)) return -EINVAL;
+      if (b->second.userptr) return -EPERM;
+      const int fd = fcntl(b->second.memfd, (a.flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+      if (fd < 0) return -errno;
+      a.dmabuf_fd = std::uint32_t(fd);
+      ++dmabuf_exports;
       return 0;
     }
     case AMDKFD_IOC_ACQUIRE_VM: {
@@ -742,6 +769,10 @@ std::uint64_t Simulator::clock() const { return impl_->clock(); }
 std::size_t Simulator::live_buffers() const {
   std::lock_guard g(impl_->mutex);
   return impl_->buffers.size();
+}
+std::size_t Simulator::dmabuf_exports() const {
+  std::lock_guard g(impl_->mutex);
+  return impl_->dmabuf_exports;
 }
 std::size_t Simulator::live_doorbell_maps() const {
   std::lock_guard g(impl_->mutex);

@@ -43,6 +43,7 @@ struct Config {
   std::uint32_t gpu_id = 0x5a5a;            // KFD's id of the GPU
   std::uint32_t render_minor = 128;         // /dev/dri/renderD<minor>
   bool gpu_present = true;                  // false: the topology lists only the CPU node
+  std::uint32_t kfd_minor = 12;             // AMDKFD_IOC_GET_VERSION's minor: 12 and on export dma-bufs
 
   // Parts as the topology lists them (AMD's CDNA2/CDNA3 data sheets; KFD's num_xcc is the
   // XCC count in SPX mode): MI300X is gfx942 with 304 CUs on 8 XCCs, MI300A gfx942 with 228
@@ -94,6 +95,8 @@ class Simulator final : public os::Seam {
   // (a queue that stops making progress), and sleep. hold(true) returns once every engine
   // has finished the packet it was in, or after a second of one that does not.
   void hold(bool held);
+  // Dma-bufs AMDKFD_IOC_EXPORT_DMABUF made so far.
+  std::size_t dmabuf_exports() const;
   // Fails the next call of ioctl `request` with `negative_errno` (once).
   void fail_next_ioctl(unsigned long request, int negative_errno);
 

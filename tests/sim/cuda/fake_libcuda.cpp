@@ -7,6 +7,8 @@
 #include "fake_libcuda.h"
 
 #include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -138,6 +140,7 @@ namespace {
 
 constexpr std::size_t kSharedOptin = 232448;  // an H100/H200's opt-in shared memory per block
 constexpr std::size_t kTotalMemory = std::size_t(16) << 30;
+constexpr std::size_t kFakePage = 4096;  // the host page cuMemGetHandleForAddressRange's ranges are whole of
 
 struct Plan {
   unsigned long long countdown = 0;  // calls until the first that fails
@@ -151,7 +154,8 @@ struct State {
   bool initialized = false;
   int devices = 2, version = 12080;
   bool memops = true, memops_functions = true, param_info = true, host_visible = false, peer = true,
-       registers = true;
+       registers = true, dma_buf = true, host_dma_buf = false;
+  long long dmabufs = 0;  // dma-bufs cuMemGetHandleForAddressRange made
   std::vector<std::unique_ptr<CUctx_st>> primary;
   std::map<std::uintptr_t, Block> memory;  // by start address
   std::set<CUstream_st*> streams;
@@ -751,6 +755,8 @@ EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice device)
     case 97: *value = int(kSharedOptin); break;                     // opt-in shared memory
     case 99: *value = s.registers ? 1 : 0; break;                   // cuMemHostRegister
     case 101: *value = s.host_visible ? 1 : 0; break;               // direct managed access
+    case 124: *value = s.dma_buf ? 1 : 0; break;                    // cuMemAlloc ranges as dma-bufs
+    case 146: *value = s.host_dma_buf ? 1 : 0; break;               // cuMemHostAlloc ranges too
     default: *value = 0;
   }
   return CUDA_SUCCESS;
@@ -883,7 +889,9 @@ CUresult release(std::uintptr_t at, std::initializer_list<Block::Kind> kinds) {
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* at, std::size_t bytes) {
   ENTER("cuMemAlloc");
   std::uintptr_t p = 0;
-  CUresult r = allocate(Block::Device, bytes, 256, p);
+  // Whole pages (CUDA promises 256 bytes; its allocations take pages of their own), so that
+  // cuMemGetHandleForAddressRange finds a range of them.
+  CUresult r = allocate(Block::Device, bytes, kFakePage, p);
   *at = p;
   return r;
 }
@@ -899,6 +907,38 @@ EXPORT CUresult cuMemHostAlloc(void** host, std::size_t bytes, unsigned) {
   CUresult r = allocate(Block::Host, bytes, 4096, p);
   *host = reinterpret_cast<void*>(p);
   return r;
+}
+
+// The range must be whole host pages of one cuMemAlloc allocation (or, where the GPU says
+// so, of one cuMemHostAlloc allocation), asked for as a dma-buf descriptor with flags 0; the
+// PCIe mapping flag is refused as on a platform that has none. Where the GPU reports no
+// dma-buf support, CUDA_ERROR_NOT_SUPPORTED. The descriptor is a new memfd of the range's
+// size, not close-on-exec (CUDA does not promise it): the fake's device memory is heap
+// memory, which no descriptor can share.
+EXPORT CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr at, std::size_t bytes, int type,
+                                              unsigned long long flags) {
+  ENTER("cuMemGetHandleForAddressRange");
+  CUctx_st* ctx;
+  if (CUresult r = current(ctx)) return r;
+  if (!handle || type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD) return CUDA_ERROR_INVALID_VALUE;
+  if (flags == 0x1) return CUDA_ERROR_NOT_SUPPORTED;  // CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE
+  if (flags != 0 || bytes == 0 || at % kFakePage || bytes % kFakePage) return CUDA_ERROR_INVALID_VALUE;
+  auto& s = S();
+  std::lock_guard l(s.m);
+  auto it = s.memory.upper_bound(at);
+  if (it == s.memory.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  const Block& b = it->second;
+  const std::uintptr_t end = it->first + (b.bytes + kFakePage - 1) / kFakePage * kFakePage;
+  if (at < it->first || at + bytes > end || b.ctx != ctx) return CUDA_ERROR_INVALID_VALUE;
+  if (b.kind == Block::Device && !s.dma_buf) return CUDA_ERROR_NOT_SUPPORTED;
+  if (b.kind == Block::Host && !s.host_dma_buf) return CUDA_ERROR_NOT_SUPPORTED;
+  if (b.kind != Block::Device && b.kind != Block::Host) return CUDA_ERROR_INVALID_VALUE;
+  const int fd = memfd_create("fake-cuda-dmabuf", 0);
+  if (fd < 0 || ftruncate(fd, off_t(bytes)) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *static_cast<int*>(handle) = fd;
+  ++s.dmabufs;
+  return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemFreeHost(void* host) {
@@ -1556,6 +1596,8 @@ EXPORT void fakecuda_set(const char* knob, long long value) {
   else if (k == "host_visible") s.host_visible = value != 0;
   else if (k == "peer") s.peer = value != 0;
   else if (k == "register") s.registers = value != 0;
+  else if (k == "dma_buf") s.dma_buf = value != 0;
+  else if (k == "host_dma_buf") s.host_dma_buf = value != 0;
   else {
     std::fprintf(stderr, "fake libcuda: no knob %s\n", knob);
     std::abort();
@@ -1581,6 +1623,7 @@ EXPORT long long fakecuda_count(const char* what) {
   if (w == "launches") return s.launches;
   if (w == "graph_launches") return s.graph_launches;
   if (w == "peer_enables") return s.peer_enables;
+  if (w == "dmabufs") return s.dmabufs;
   if (w.rfind("calls:", 0) == 0) {
     auto it = s.calls.find(w.substr(6));
     return it == s.calls.end() ? 0 : it->second;

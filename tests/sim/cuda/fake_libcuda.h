@@ -26,6 +26,9 @@
  *   cubin gives its kernels' launch bounds (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK).
  * - A failed context returns its error from every call on it until cuDevicePrimaryCtxReset,
  *   which destroys everything the context held.
+ * - cuMemGetHandleForAddressRange gives dma-buf descriptors of whole pages of cuMemAlloc
+ *   memory (and of cuMemHostAlloc memory where "host_dma_buf" is set), refusing any other
+ *   range with CUDA_ERROR_INVALID_VALUE.
  * - Graphs of kernel nodes: made, instantiated, updated (cuGraphExecKernelNodeSetParams_v2)
  *   and launched; a launch runs the nodes in order with their parameters as of the launch.
  *
@@ -51,13 +54,16 @@ void fakecuda_fault(int ordinal, int result);
  * memory operations), "memops_functions" (0: cuGetProcAddress finds no
  * cuStreamWriteValue64/cuStreamWaitValue64), "param_info" (0: no cuFuncGetParamInfo),
  * "host_visible" (CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST), "peer"
- * (cuDeviceCanAccessPeer), "register" (0: cuMemHostRegister is not supported). Unknown
- * knobs abort. */
+ * (cuDeviceCanAccessPeer), "register" (0: cuMemHostRegister is not supported), "dma_buf"
+ * (0: no dma-bufs of cuMemAlloc memory, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 0),
+ * "host_dma_buf" (1: dma-bufs of cuMemHostAlloc memory too; 0 by default). Unknown knobs
+ * abort. */
 void fakecuda_set(const char *knob, long long value);
 
 /* Counts: "graphs", "graph_execs", "modules", "streams", "events", "allocations",
  * "registrations" (live now); "resets", "launches" (kernels run), "graph_launches",
- * "peer_enables" (so far); "calls:NAME" (calls of an exported function). Unknown names
+ * "peer_enables", "dmabufs" (cuMemGetHandleForAddressRange's) (so far); "calls:NAME"
+ * (calls of an exported function). Unknown names
  * abort. */
 long long fakecuda_count(const char *what);
 
