@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -129,6 +130,11 @@ std::string drain(FILE* f) {
 
 }  // namespace
 
+std::string remote_transports() {
+  const char* tls = std::getenv("UCX_TLS");
+  return tls && *tls ? tls : "tcp";
+}
+
 std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes, std::uint64_t iterations,
                                    std::string& why) {
   if (::access("/usr/bin/ucx_perftest", X_OK) != 0) {
@@ -138,7 +144,8 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
   const int port = free_port();
   const std::string args = fmt::format("-t {} -s {} -n {} -w {} -p {} -f", test, bytes, iterations,
                                        std::max<std::uint64_t>(1, iterations / 10), port);
-  FILE* server = ::popen(fmt::format("/usr/bin/ucx_perftest {} 2>&1", args).c_str(), "r");
+  const std::string tls = remote_transports();
+  FILE* server = ::popen(fmt::format("UCX_TLS='{}' /usr/bin/ucx_perftest {} 2>&1", tls, args).c_str(), "r");
   if (!server) {
     why = "ucx_perftest did not start";
     return std::nullopt;
@@ -147,7 +154,8 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
   std::string printed;
   for (int attempt = 0; attempt < 10 && printed.find("|") == std::string::npos; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    FILE* client = ::popen(fmt::format("/usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", args).c_str(), "r");
+    FILE* client =
+        ::popen(fmt::format("UCX_TLS='{}' /usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", tls, args).c_str(), "r");
     printed = client ? drain(client) : "";
     if (client) ::pclose(client);
   }

@@ -48,7 +48,7 @@ std::vector<Figure> copy_with(const Device& d, int repeats) {
     std::string why;
     auto put = ucx_perftest("ucp_put_bw", bytes, 8, why);
     const Spread ucx = put ? Spread{*put, *put, *put} : Spread{};
-    const std::string name = put ? "ucx_perftest ucp_put_bw, loopback" : "ucx_perftest unavailable: " + why;
+    const std::string name = put ? fmt::format("ucx_perftest ucp_put_bw, loopback, UCX_TLS={}", remote_transports()) : "ucx_perftest unavailable: " + why;
     const std::string size = fmt::format("{} MiB", double(bytes) / double(1 << 20));
     std::vector<Figure> out{
         make_figure(on("copy-host-device", d), to, "GB/s", ucx, name,

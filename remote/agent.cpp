@@ -2,9 +2,13 @@
 // that prove its token and runs their work, checking everything a message names against
 // what that client holds (docs/remote.md, "Security").
 //
-// Threads: the worker's progress thread turns UCX's events into a queue; one service thread
-// takes them in order and makes every driver call but sleep; each served device has a
-// watcher thread that sleeps in its driver and sends Reached when its word moves.
+// Threads: the worker's progress thread handles every message itself, in the order UCX
+// delivered them, and makes every driver call but sleep; while it spins it also sends
+// Reached for each served device whose word moved, so that a short value's round trip
+// crosses no other thread of the agent than the device's own. Each served device has a
+// watcher thread that sleeps in its driver and sends Reached when its word moves while the
+// progress thread sleeps. A reaper thread waits for the work of devices whose client went or
+// let them go, stops them and frees what the client held, while the others are served.
 #include <rig/remote.hpp>
 
 #include <fmt/format.h>
@@ -38,10 +42,6 @@ const std::vector<std::string>& known_devices() {
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 // The watcher's longest sleep in the driver before it looks at its stop flag.
 constexpr auto kWatchSlice = std::chrono::milliseconds(20);
-// How long the service thread and the watchers spin for the next event before they sleep:
-// a futex wake-up costs tens of microseconds on these machines (DESIGN.md), a round trip's
-// next message usually comes sooner.
-constexpr std::uint64_t kSpinNs = 50'000;
 // The most values a submit may come ahead of the next one.
 constexpr std::uint64_t kAheadMost = 1 << 16;
 
@@ -92,6 +92,7 @@ struct Served {
   std::vector<EntryRecord> entries;               // a launch's entry is its index + 1
 
   // Shared with the watcher.
+  std::mutex report_mutex;  // one report at a time: the progress thread's or the watcher's
   std::mutex mutex;
   std::map<std::uint64_t, std::vector<wire::Range>> downloads;  // by value
   std::uint64_t sent = 0;  // the word as the last Reached gave it
@@ -115,11 +116,10 @@ struct Client {
   std::vector<std::unique_ptr<Served>> devices;
 };
 
-struct Event {
-  enum Kind { Accepted, Message, Gone } kind;
-  ucp_ep_h ep;
-  std::vector<std::byte> bytes;
-  ucs_status_t status = UCS_OK;
+// Devices to stop and free, and the endpoint to close once they are, for the reaper.
+struct Reaping {
+  std::vector<std::unique_ptr<Served>> devices;
+  ucp_ep_h ep = nullptr;  // null: the client stays
 };
 
 class AgentImpl final : public Agent {
@@ -128,14 +128,15 @@ class AgentImpl final : public Agent {
       : options_(std::move(options)), token_(std::move(token)) {}
 
   ~AgentImpl() override {
-    {
-      std::lock_guard g(queue_mutex_);
-      quit_ = true;
-    }
-    queue_cv_.notify_all();
-    if (service_.joinable()) service_.join();
+    if (worker_) worker_->mute();  // no handler runs from here on
     for (auto& [ep, c] : clients_) leave(c);
     clients_.clear();
+    {
+      std::lock_guard g(reap_mutex_);
+      quit_ = true;
+    }
+    reap_cv_.notify_all();
+    if (reaper_.joinable()) reaper_.join();
     worker_.reset();
   }
 
@@ -144,15 +145,17 @@ class AgentImpl final : public Agent {
     if (!where) return std::unexpected(where.error());
     try {
       worker_ = std::make_unique<ucx::Worker>(ucx::Handlers{
-          [this](ucp_ep_h from, std::span<const std::byte> m) {
-            post(Event{Event::Message, from, {m.begin(), m.end()}});
+          [this](ucp_ep_h from, std::span<const std::byte> m) { on_message(from, m); },
+          [this](ucp_ep_h ep, ucs_status_t) { gone(ep); },
+          [this](ucp_ep_h ep) {
+            clients_[ep].ep = ep;
+            client_count_.store(clients_.size());
           },
-          [this](ucp_ep_h ep, ucs_status_t st) { post(Event{Event::Gone, ep, {}, st}); },
-          [this](ucp_ep_h ep) { post(Event{Event::Accepted, ep, {}}); }});
+          [this] { return report_all(); }});
     } catch (const std::exception& e) {
       return std::unexpected(std::string(e.what()));
     }
-    service_ = std::thread([this] { serve(); });
+    reaper_ = std::thread([this] { reap(); });
     auto listening = worker_->listen(*where);
     if (!listening) return std::unexpected(listening.error());
     address_ = fmt::format("{}:{}", listening->host, listening->port);
@@ -165,59 +168,65 @@ class AgentImpl final : public Agent {
   std::uint64_t held_bytes() const override { return held_.load(); }
 
  private:
-  void post(Event e) {
+  // A message from the client at `from` (the progress thread's).
+  void on_message(ucp_ep_h from, std::span<const std::byte> bytes) {
+    auto it = clients_.find(from);
+    if (it == clients_.end()) {
+      ++dropped_;
+      return;
+    }
+    handle(it->second, bytes);
+  }
+
+  // The client at `ep` went: the reaper stops its devices and frees what it held.
+  void gone(ucp_ep_h ep) {
+    auto it = clients_.find(ep);
+    if (it == clients_.end()) return;
+    Reaping r{std::move(it->second.devices), ep};
+    clients_.erase(it);
+    client_count_.store(clients_.size());
+    hand_to_reaper(std::move(r));
+  }
+
+  void hand_to_reaper(Reaping r) {
     {
-      std::lock_guard g(queue_mutex_);
-      queue_.push_back(std::move(e));
-      queued_.fetch_add(1, std::memory_order_release);
+      std::lock_guard g(reap_mutex_);
+      reaping_.push_back(std::move(r));
     }
-    queue_cv_.notify_one();
+    reap_cv_.notify_one();
   }
 
-  // Spins up to kSpinNs for an event, before the service thread sleeps on the queue.
-  void spin_for_event() {
-    host::Spin spin(kSpinNs / 2, kSpinNs);
-    while (queued_.load(std::memory_order_acquire) == 0 && spin.spin()) {
-    }
-  }
-
-  void serve() {
+  // The reaper: releases the devices handed to it, then closes their client's endpoint.
+  void reap() {
+    std::unique_lock g(reap_mutex_);
     while (true) {
-      Event e;
-      spin_for_event();
-      {
-        std::unique_lock g(queue_mutex_);
-        queue_cv_.wait_for(g, std::chrono::milliseconds(50), [&] { return quit_ || !queue_.empty(); });
-        if (quit_) return;
-        if (queue_.empty()) {
-          g.unlock();
-          for (auto& [ep, c] : clients_)
-            for (auto& s : c.devices)
-              if (s) settle(*s);
-          continue;
-        }
-        e = std::move(queue_.front());
-        queue_.pop_front();
-        queued_.fetch_sub(1, std::memory_order_relaxed);
-      }
-      if (e.kind == Event::Accepted) {
-        clients_[e.ep].ep = e.ep;
-        client_count_.store(clients_.size());
-      } else if (e.kind == Event::Gone) {
-        auto it = clients_.find(e.ep);
-        if (it == clients_.end()) continue;
-        leave(it->second);
-        clients_.erase(it);
-        client_count_.store(clients_.size());
-      } else {
-        auto it = clients_.find(e.ep);
-        if (it == clients_.end()) {
-          ++dropped_;
-          continue;
-        }
-        handle(it->second, e.bytes);
-      }
+      reap_cv_.wait(g, [&] { return quit_ || !reaping_.empty(); });
+      if (reaping_.empty()) return;
+      Reaping r = std::move(reaping_.front());
+      reaping_.pop_front();
+      g.unlock();
+      for (auto& s : r.devices)
+        if (s) release(*s);
+      r.devices.clear();
+      if (r.ep) worker_->close(r.ep);
+      g.lock();
     }
+  }
+
+  // Sends Reached for each served device whose word moved, and runs the frees and unloads
+  // the values it reported allow (the progress thread's idle rounds). True if it sent one.
+  bool report_all() {
+    bool sent = false;
+    for (auto& [ep, c] : clients_)
+      for (auto& s : c.devices) {
+        if (!s || s->stopped) continue;
+        std::unique_lock r(s->report_mutex, std::try_to_lock);
+        if (!r.owns_lock()) continue;
+        if (report(*s)) sent = true;
+        r.unlock();
+        if (!s->frees.empty() || !s->unloads.empty()) settle(*s);
+      }
+    return sent;
   }
 
   template <class T>
@@ -246,6 +255,8 @@ class AgentImpl final : public Agent {
         return send(c, wire::Welcome{false, "wrong token", {}});
       }
       c.admitted = true;
+      if (std::getenv("RIG_SERVE_VERBOSE"))
+        fmt::print(stderr, "rig serve: a client admitted, over {}\n", worker_->transports(c.ep));
       return send(c, wire::Welcome{true, "", served_names()});
     }
     std::visit([&](auto& x) { on(c, x); }, m);
@@ -710,9 +721,9 @@ class AgentImpl final : public Agent {
     s.stopped = true;
     s.stopping = true;
     if (s.watcher.joinable()) s.watcher.join();
-    report(s);
+    report_now(s);
     s.driver->stop(why);
-    report(s);
+    report_now(s);
   }
 
   // Sends Reached if s's word moved since the last one, with what its work wrote to windows.
@@ -742,20 +753,20 @@ class AgentImpl final : public Agent {
     s.sent = w;
     return true;
   }
+  bool report_now(Served& s) {
+    std::lock_guard r(s.report_mutex);
+    return report(s);
+  }
 
   // Sends Reached each time s's word moves, with what its work wrote to windows.
   void watch(Served& s) {
     while (!s.stopping.load()) {
-      if (report(s)) continue;
+      if (report_now(s)) continue;
       std::uint64_t from;
       {
         std::lock_guard g(s.mutex);
         from = s.sent;
       }
-      host::Spin spin(kSpinNs / 2, kSpinNs);
-      while (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) <= from && spin.spin()) {
-      }
-      if (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) > from) continue;
       try {
         s.driver->sleep(from + 1, kWatchSlice);
       } catch (const std::exception& e) {
@@ -772,8 +783,9 @@ class AgentImpl final : public Agent {
   // held is freed.
   void on(Client& c, const wire::Close& m) {
     if (!device(c, m.device)) return;
-    release(*c.devices[m.device]);
-    c.devices[m.device].reset();
+    Reaping r;
+    r.devices.push_back(std::move(c.devices[m.device]));
+    hand_to_reaper(std::move(r));
   }
 
   void leave(Client& c) {
@@ -797,14 +809,13 @@ class AgentImpl final : public Agent {
   std::string token_;
   std::string address_;
   std::unique_ptr<ucx::Worker> worker_;
-  std::map<ucp_ep_h, Client> clients_;  // the service thread's
+  std::map<ucp_ep_h, Client> clients_;  // the progress thread's
   std::vector<std::byte> out_;
-  std::mutex queue_mutex_;
-  std::condition_variable queue_cv_;
-  std::deque<Event> queue_;
+  std::mutex reap_mutex_;
+  std::condition_variable reap_cv_;
+  std::deque<Reaping> reaping_;
   bool quit_ = false;
-  std::thread service_;
-  std::atomic<std::size_t> queued_{0};  // events in queue_
+  std::thread reaper_;
   std::atomic<std::size_t> client_count_{0};
   std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> held_{0};

@@ -71,7 +71,7 @@ class Connection {
           [this](ucp_ep_h, ucs_status_t st) {
             lose(fmt::format("connection to {} lost: {}", address_, ucx::status_text(st)));
           },
-          [](ucp_ep_h) {}});
+          [](ucp_ep_h) {}, {}});
     } catch (const std::exception& e) {
       return std::unexpected(fmt::format("{}: {}", address_, e.what()));
     }
@@ -122,6 +122,9 @@ class Connection {
     std::lock_guard g(mutex_);
     devices_.erase(id);
   }
+
+  // Progresses the connection on this thread, unless another thread does now.
+  void poll() { worker_->poll(); }
 
   std::mutex& mutex() { return mutex_; }
   std::condition_variable& cv() { return cv_; }
@@ -291,11 +294,11 @@ class RemoteDevice final : public edge::Driver {
     return edge::Grown{};
   }
 
-  // Spins briefly (the progress thread stores the word), then sleeps until it is woken.
+  // Spins briefly, progressing the connection itself so that the Reached that shows v needs
+  // no hand-off from the progress thread, then sleeps until the progress thread wakes it.
   void sleep(std::uint64_t v, std::chrono::nanoseconds most) override {
     host::Spin spin(kSpinNs / 2, kSpinNs);
-    while (shown() < v && !lost_flag_.load(std::memory_order_acquire) && spin.spin()) {
-    }
+    while (shown() < v && !lost_flag_.load(std::memory_order_acquire) && spin.spin()) c_->poll();
     std::unique_lock g(c_->mutex());
     c_->cv().wait_for(g, most, [&] { return shown() >= v || !lost_.empty(); });
     if (!lost_.empty()) throw edge::Fault(lost_);

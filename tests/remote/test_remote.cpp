@@ -117,7 +117,7 @@ TEST_CASE("malformed and truncated messages from a raw UCX client are dropped, a
   auto where = remote::ucx::parse_address(agent().address());
   REQUIRE(where.has_value());
   remote::ucx::Worker raw({[&](ucp_ep_h, std::span<const std::byte>) { ++welcomes; }, [](ucp_ep_h, ucs_status_t) {},
-                           [](ucp_ep_h) {}});
+                           [](ucp_ep_h) {}, {}});
   auto ep = raw.connect(*where);
   REQUIRE(ep.has_value());
   const auto dropped = agent().dropped();
