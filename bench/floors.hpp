@@ -32,8 +32,8 @@ std::string remote_transports();
 
 // UCX's own figure between two ucx_perftest processes on loopback (Debian's ucx-utils), with
 // UCX_TLS set to remote_transports(): for "ucp_am_lat", an active message's round trip in ns
-// (twice the one-way latency it prints, its typical value); for "ucp_put_bw", the put
-// bandwidth of `bytes`-byte messages in GB/s. nullopt with the reason in `why` where
+// (twice the one-way latency it prints, its typical value); for a "_bw" test ("ucp_am_bw"),
+// the bandwidth of `bytes`-byte messages in GB/s. nullopt with the reason in `why` where
 // ucx_perftest is missing or prints no figure.
 std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes, std::uint64_t iterations,
                                    std::string& why);

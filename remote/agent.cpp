@@ -57,13 +57,17 @@ bool same_token(std::string_view a, std::string_view b) {
 }
 
 // A region a client holds: memory of the device, or a window of host memory the agent keeps
-// for the client's mapped host memory (its bytes travel in Submit and Reached).
+// for the client's mapped host memory, whose bytes it gets from the client's memory before a
+// value that reads them and puts back before it reports a value that wrote them (UCX RMA).
 struct Held {
   edge::Region region;
   std::uint64_t address = 0;
   std::intptr_t handle = 0;
   std::uint64_t bytes = 0;
   std::byte* window = nullptr;  // the window's memory, or null for device memory
+  ucp_mem_h window_memh = nullptr;  // the window's registration
+  std::uint64_t client = 0;         // the client's address of the memory's first byte
+  ucp_rkey_h rkey = nullptr;        // the client's key to it, unpacked for its endpoint
 };
 
 // A function of an image, as a launch names it.
@@ -107,6 +111,7 @@ struct Served {
   std::vector<rig_part> parts;
   std::deque<std::vector<rig_box>> boxes;
   std::vector<std::byte> reached_bytes;
+  std::vector<ucs_status_ptr_t> rma;  // the report's puts and flush
   std::map<std::uint64_t, wire::Submit> ahead;  // values that came before the one after submitted
 };
 
@@ -369,28 +374,49 @@ class AgentImpl final : public Agent {
     if (m.bytes == 0 || m.bytes % 4096 != 0 || m.bytes > s->facts.budget)
       return reply(c, m.request, wire::kError, fmt::format("a window of {} bytes, not a multiple of 4096 bytes "
                                                            "within the device's budget", m.bytes));
+    if (m.address == 0 || m.address + m.bytes < m.address)
+      return reply(c, m.request, wire::kError, fmt::format("{} bytes from address {:#x}, which wrap", m.bytes,
+                                                           m.address));
+    auto rkey = worker_->unpack(c.ep, m.rkey);
+    if (!rkey) return reply(c, m.request, wire::kError, rkey.error());
     auto* window = static_cast<std::byte*>(std::aligned_alloc(4096, m.bytes));
-    if (!window) return reply(c, m.request, wire::kNone);
+    if (!window) {
+      worker_->destroy(*rkey);
+      return reply(c, m.request, wire::kNone);
+    }
+    auto registration = worker_->register_memory(window, m.bytes);
+    if (!registration) {
+      worker_->destroy(*rkey);
+      std::free(window);
+      return reply(c, m.request, wire::kError, registration.error());
+    }
+    // Frees what was made for the window, where it goes no further.
+    auto undo = [&] {
+      worker_->unregister(registration->memh);
+      worker_->destroy(*rkey);
+      std::free(window);
+    };
     edge::Mapping answer;
     edge::Location where;
     try {
       answer = s->driver->map_host(reinterpret_cast<std::uintptr_t>(window), m.bytes);
       if (auto* r = std::get_if<edge::Region>(&answer)) where = s->driver->locate(*r);
     } catch (const std::exception& e) {
-      std::free(window);
+      undo();
       lose(c, *s, fmt::format("fault while mapping {} bytes of host memory: {}", m.bytes, e.what()));
       return reply(c, m.request, wire::kError, e.what());
     }
     auto* r = std::get_if<edge::Region>(&answer);
     if (!r) {
-      std::free(window);
+      undo();
       if (std::holds_alternative<edge::NoRoom>(answer)) return reply(c, m.request, wire::kNone);
       return reply(c, m.request, wire::kError, "the device maps no host memory");
     }
     const std::uint64_t id = s->next_id++;
     {
       std::lock_guard g(s->mutex);
-      s->regions[id] = Held{*r, where.address.value_or(0), where.handle, m.bytes, window};
+      s->regions[id] = Held{*r,      where.address.value_or(0), where.handle, m.bytes, window, registration->memh,
+                            m.address, *rkey};
     }
     reply(c, m.request, wire::kOk, {}, id, where.address.value_or(0), 0, m.bytes);
   }
@@ -487,14 +513,20 @@ class AgentImpl final : public Agent {
     Served* s = &served;
     char why[RIG_WHY] = {};
     if (!translate(*s, m.parts, why)) return lose(c, *s, fmt::format("value {}: {}", m.value, why));
-    for (const auto& u : m.uploads) {
-      const Held* w = window(*s, u.region, u.offset, u.bytes.size());
-      if (!w) return lose(c, *s, fmt::format("value {}: an upload outside its window", m.value));
-      std::memcpy(w->window + u.offset, u.bytes.data(), u.bytes.size());
-    }
+    for (const auto& u : m.uploads)
+      if (!window(*s, u.region, u.offset, u.length))
+        return lose(c, *s, fmt::format("value {}: a read of mapped host memory outside what the client mapped", m.value));
     for (const auto& d : m.downloads)
       if (!window(*s, d.region, d.offset, d.length))
-        return lose(c, *s, fmt::format("value {}: a download outside its window", m.value));
+        return lose(c, *s, fmt::format("value {}: a write of mapped host memory outside what the client mapped", m.value));
+    // The bytes its parts read of the client's memory: one get each, all in flight at once.
+    rma_.clear();
+    for (const auto& u : m.uploads) {
+      const Held& w = s->regions.at(u.region);
+      rma_.push_back(worker_->get(s->ep, w.window + u.offset, u.length, w.client + u.offset, w.rkey, w.window_memh));
+    }
+    if (auto failed = finish_all(rma_))
+      return lose(c, *s, fmt::format("value {}: getting the client's memory failed: {}", m.value, *failed));
     if (!m.downloads.empty()) {
       std::lock_guard g(s->mutex);
       s->downloads[m.value] = m.downloads;
@@ -559,6 +591,15 @@ class AgentImpl final : public Agent {
       sent = s->sent;
     }
     reply(c, m.request, wire::kOk, {}, sent);
+  }
+
+  // Finishes the RMA requests: UCX's reason for the first that failed, or nullopt.
+  std::optional<std::string> finish_all(std::vector<ucs_status_ptr_t>& requests) {
+    std::optional<std::string> failed;
+    for (auto r : requests)
+      if (const ucs_status_t st = worker_->finish(r); st != UCS_OK && !failed) failed = ucx::status_text(st);
+    requests.clear();
+    return failed;
   }
 
   // The window `region` of s if [offset, offset + n) lies in it, else null.
@@ -692,6 +733,8 @@ class AgentImpl final : public Agent {
     if (it == s.regions.end()) return;
     s.driver->free(it->second.region);
     if (it->second.window) {
+      worker_->unregister(it->second.window_memh);
+      worker_->destroy(it->second.rkey);
       std::free(it->second.window);
     } else {
       held_ -= it->second.bytes;
@@ -726,8 +769,9 @@ class AgentImpl final : public Agent {
     report_now(s);
   }
 
-  // Sends Reached if s's word moved since the last one, with what its work wrote to windows.
-  // True if it sent one.
+  // Sends Reached if s's word moved since the last one, once what its work wrote to windows
+  // is put back into the client's memory and flushed there. True if it sent one (s's
+  // report_mutex held).
   bool report(Served& s) {
     const std::uint64_t w = __atomic_load_n(&s.word, __ATOMIC_ACQUIRE);
     std::uint64_t from;
@@ -736,15 +780,35 @@ class AgentImpl final : public Agent {
       from = s.sent;
     }
     if (w <= from) return false;
-    wire::Reached r{s.id, from, w, {}};
+    wire::Reached r{s.id, from, w};
     {
       std::lock_guard g(s.mutex);
+      s.rma.clear();
       for (auto it = s.downloads.begin(); it != s.downloads.end() && it->first <= w;) {
         for (const auto& d : it->second) {
           const Held& h = s.regions.at(d.region);  // checked at submit; freed only once sent
-          r.downloads.push_back({d.region, d.offset, {h.window + d.offset, h.window + d.offset + d.length}});
+          s.rma.push_back(
+              s.worker->put(s.ep, h.window + d.offset, d.length, h.client + d.offset, h.rkey, h.window_memh));
         }
         it = s.downloads.erase(it);
+      }
+      if (!s.rma.empty()) {
+        s.rma.push_back(s.worker->flush(s.ep));
+        std::optional<std::string> failed;
+        for (auto q : s.rma)
+          if (const ucs_status_t st = s.worker->finish(q); st != UCS_OK && !failed) failed = ucx::status_text(st);
+        s.rma.clear();
+        if (failed) {
+          // The client cannot see those bytes: its device is lost, not its word raised.
+          if (!s.lost.exchange(true)) {
+            wire::encode(wire::Lost{s.id, fmt::format("putting value {}'s bytes into the client's memory failed: {}",
+                                                      w, *failed)},
+                         s.reached_bytes);
+            s.worker->send(s.ep, s.reached_bytes);
+          }
+          s.sent = w;
+          return true;
+        }
       }
     }
     wire::encode(r, s.reached_bytes);
@@ -811,6 +875,7 @@ class AgentImpl final : public Agent {
   std::unique_ptr<ucx::Worker> worker_;
   std::map<ucp_ep_h, Client> clients_;  // the progress thread's
   std::vector<std::byte> out_;
+  std::vector<ucs_status_ptr_t> rma_;  // a submit's gets
   std::mutex reap_mutex_;
   std::condition_variable reap_cv_;
   std::deque<Reaping> reaping_;

@@ -125,6 +125,7 @@ class Connection {
 
   // Progresses the connection on this thread, unless another thread does now.
   void poll() { worker_->poll(); }
+  ucx::Worker& worker() { return *worker_; }
 
   std::mutex& mutex() { return mutex_; }
   std::condition_variable& cv() { return cv_; }
@@ -176,8 +177,9 @@ Result<std::shared_ptr<Connection>> connection(const std::string& address, const
 struct Region {
   std::uint64_t address = 0;
   std::uint64_t bytes = 0;
-  std::byte* host = nullptr;  // a window's host memory; null for device memory
+  std::byte* host = nullptr;  // mapped host memory; null for device memory
   bool pinned = false;        // host memory of its own (Pinned), freed with it
+  ucp_mem_h memh = nullptr;   // mapped host memory's registration for the agent's RMA
 };
 
 struct EntryRecord {
@@ -234,17 +236,23 @@ class RemoteDevice final : public edge::Driver {
     return edge::Region{std::uintptr_t(r.a)};
   }
 
+  // rig frees a region once the values that use it are reached, and the agent's puts to
+  // mapped host memory are done before the value that made them is: no RMA is in flight
+  // on the registration it drops.
   void free(edge::Region region) override {
     std::byte* owned = nullptr;
+    ucp_mem_h memh = nullptr;
     {
       std::lock_guard g(regions_mutex_);
       if (auto it = regions_.find(region.id); it != regions_.end()) {
         if (it->second.pinned) owned = it->second.host;
+        memh = it->second.memh;
         by_address_.erase(it->second.address);
         regions_.erase(it);
       }
     }
     c_->send(wire::Free{id_, region.id});
+    c_->worker().unregister(memh);
     std::free(owned);
   }
 
@@ -256,14 +264,12 @@ class RemoteDevice final : public edge::Driver {
     return edge::Location{r.address, host, std::intptr_t(region.id)};
   }
 
+  // Registers the memory with UCX and sends its key: the agent gets and puts its bytes.
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override {
-    auto r = reply(c_->request(wire::MapHost{0, id_, bytes}));
-    if (r.status == wire::kNone) return edge::NoRoom{};
-    if (r.status != wire::kOk) return edge::Never{};
-    std::lock_guard g(regions_mutex_);
-    regions_[r.a] = Region{r.b, bytes, reinterpret_cast<std::byte*>(host)};
-    by_address_[r.b] = r.a;
-    return edge::Region{std::uintptr_t(r.a)};
+    auto m = mapped(reinterpret_cast<std::byte*>(host), bytes, false);
+    if (!m) return edge::NoRoom{};
+    if (*m == 0) return edge::Never{};
+    return edge::Region{std::uintptr_t(*m)};
   }
 
   Result<edge::Code> image(std::span<const std::byte> binary) override {
@@ -415,19 +421,6 @@ class RemoteDevice final : public edge::Driver {
   }
 
   void apply(const wire::Reached& r) {
-    {
-      std::lock_guard g(regions_mutex_);
-      for (const auto& d : r.downloads) {
-        auto it = regions_.find(d.region);
-        if (it == regions_.end() || !it->second.host || d.offset > it->second.bytes ||
-            d.bytes.size() > it->second.bytes - d.offset) {
-          lose(fmt::format("{} sent {} bytes for a window this device has not mapped there", c_->address(),
-                           d.bytes.size()));
-          continue;
-        }
-        std::memcpy(it->second.host + d.offset, d.bytes.data(), d.bytes.size());
-      }
-    }
     frontier_ = r.to;
     if (shown() < r.to) __atomic_store_n(word_, r.to, __ATOMIC_RELEASE);
   }
@@ -437,28 +430,49 @@ class RemoteDevice final : public edge::Driver {
     throw edge::Fault(fmt::format("{} answered a request with a {} message", c_->address(), "different"));
   }
 
-  // Pinned memory: host memory of this process, mapped on the agent as a window, so that
-  // its bytes travel as a mapped window's do.
+  // `bytes` of host memory from `host`, registered and mapped on the agent: the region's id;
+  // nullopt where there is no room for it now, 0 where the agent refused it (`refused` set
+  // to its reason, where given).
+  std::optional<std::uint64_t> mapped(std::byte* host, std::size_t bytes, bool pinned, std::string* refused = nullptr) {
+    auto registration = c_->worker().register_memory(host, bytes);
+    if (!registration) return std::nullopt;
+    wire::Reply r;
+    try {
+      r = reply(c_->request(wire::MapHost{0, id_, bytes, reinterpret_cast<std::uint64_t>(host),
+                                          std::move(registration->rkey)}));
+    } catch (...) {
+      c_->worker().unregister(registration->memh);
+      throw;
+    }
+    if (r.status != wire::kOk) {
+      c_->worker().unregister(registration->memh);
+      if (r.status == wire::kNone) return std::nullopt;
+      if (refused) *refused = r.why;
+      return 0;
+    }
+    std::lock_guard g(regions_mutex_);
+    regions_[r.a] = Region{r.b, bytes, host, pinned, registration->memh};
+    by_address_[r.b] = r.a;
+    return r.a;
+  }
+
+  // Pinned memory: host memory of this process, mapped on the agent as map_host maps it.
   std::optional<edge::Region> pinned(std::size_t bytes) {
     const std::size_t rounded = (bytes + 4095) & ~std::size_t(4095);
     auto* host = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
     if (!host) return std::nullopt;
-    wire::Reply r;
+    std::optional<std::uint64_t> id;
+    std::string why;
     try {
-      r = reply(c_->request(wire::MapHost{0, id_, rounded}));
+      id = mapped(host, rounded, true, &why);
     } catch (...) {
       std::free(host);
       throw;
     }
-    if (r.status != wire::kOk) {
-      std::free(host);
-      if (r.status == wire::kNone) return std::nullopt;
-      throw std::invalid_argument(fmt::format("{}: {}", name_, r.why));
-    }
-    std::lock_guard g(regions_mutex_);
-    regions_[r.a] = Region{r.b, rounded, host, true};
-    by_address_[r.b] = r.a;
-    return edge::Region{std::uintptr_t(r.a)};
+    if (!id || *id == 0) std::free(host);
+    if (!id) return std::nullopt;
+    if (*id == 0) throw std::invalid_argument(fmt::format("{}: {}", name_, why));
+    return edge::Region{std::uintptr_t(*id)};
   }
 
   // The region that holds `address`, with its id and the address's offset into it; null,
@@ -488,8 +502,9 @@ class RemoteDevice final : public edge::Driver {
     return first < end ? std::pair{first, end} : std::pair{std::uint64_t(0), std::uint64_t(0)};
   }
 
-  // A part as it travels; for a submit, the bytes it reads of windows go with it and the
-  // ranges it writes there come back with the word.
+  // A part as it travels; for a submit, the ranges of mapped host memory it reads (which the
+  // agent gets before the parts run) and writes (which it puts back before the word shows
+  // the value) go with it.
   void to_wire(const rig_part& p, wire::Part& w, wire::Submit* s) {
     w.queue = p.queue;
     w.kind = p.kind;
@@ -518,8 +533,7 @@ class RemoteDevice final : public edge::Driver {
       if (c.fill >= 0) w.src_region = w.src_offset = 0;
       if (s && src && src->host) {
         auto [first, end] = extent(c, w.src_offset, true);
-        if (end > first && end <= src->bytes)
-          s->uploads.push_back({w.src_region, first, {src->host + first, src->host + end}});
+        if (end > first && end <= src->bytes) s->uploads.push_back({w.src_region, first, end - first});
       }
       if (s && dst && dst->host) {
         auto [first, end] = extent(c, w.dst_offset, false);

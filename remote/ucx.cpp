@@ -341,6 +341,83 @@ void Worker::mute() {
   muted_.store(true);
 }
 
+Result<Worker::Registration> Worker::register_memory(void* address, std::size_t bytes) {
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = address;
+  mp.length = bytes;
+  Registration r;
+  ucs_status_t st = ucp_mem_map(context_, &mp, &r.memh);
+  if (st != UCS_OK) return std::unexpected(fmt::format("UCX cannot register {} bytes: {}", bytes, status_text(st)));
+  void* packed = nullptr;
+  std::size_t length = 0;
+  st = ucp_rkey_pack(context_, r.memh, &packed, &length);
+  if (st != UCS_OK) {
+    ucp_mem_unmap(context_, r.memh);
+    return std::unexpected(fmt::format("UCX cannot pack the key of {} bytes: {}", bytes, status_text(st)));
+  }
+  const auto* p = static_cast<const std::byte*>(packed);
+  r.rkey.assign(p, p + length);
+  ucp_rkey_buffer_release(packed);
+  return r;
+}
+
+void Worker::unregister(ucp_mem_h memh) {
+  if (memh) ucp_mem_unmap(context_, memh);
+}
+
+Result<ucp_rkey_h> Worker::unpack(ucp_ep_h ep, std::span<const std::byte> rkey) {
+  ucp_rkey_h out = nullptr;
+  const ucs_status_t st = ucp_ep_rkey_unpack(ep, rkey.data(), &out);
+  if (st != UCS_OK) return std::unexpected(fmt::format("a remote key UCX cannot unpack: {}", status_text(st)));
+  return out;
+}
+
+void Worker::destroy(ucp_rkey_h rkey) {
+  if (rkey) ucp_rkey_destroy(rkey);
+}
+
+namespace {
+
+ucp_request_param_t rma_param(ucp_mem_h memh) {
+  ucp_request_param_t p{};
+  if (memh) {
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh;
+  }
+  return p;
+}
+
+}  // namespace
+
+ucs_status_ptr_t Worker::put(ucp_ep_h ep, const void* local, std::size_t bytes, std::uint64_t remote,
+                             ucp_rkey_h rkey, ucp_mem_h memh) {
+  const ucp_request_param_t p = rma_param(memh);
+  return ucp_put_nbx(ep, local, bytes, remote, rkey, &p);
+}
+
+ucs_status_ptr_t Worker::get(ucp_ep_h ep, void* local, std::size_t bytes, std::uint64_t remote, ucp_rkey_h rkey,
+                             ucp_mem_h memh) {
+  const ucp_request_param_t p = rma_param(memh);
+  return ucp_get_nbx(ep, local, bytes, remote, rkey, &p);
+}
+
+ucs_status_ptr_t Worker::flush(ucp_ep_h ep) {
+  const ucp_request_param_t p{};
+  return ucp_ep_flush_nbx(ep, &p);
+}
+
+ucs_status_t Worker::finish(ucs_status_ptr_t request) {
+  if (!UCS_PTR_IS_PTR(request)) return UCS_PTR_STATUS(request);
+  ucs_status_t st;
+  while ((st = ucp_request_check_status(request)) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+  ucp_request_free(request);
+  // Events its progress delivered wait in the inbox: the progress thread hands them over.
+  std::lock_guard g(inbox_mutex_);
+  if (!inbox_.empty()) ucp_worker_signal(worker_);
+  return st;
+}
+
 std::string Worker::transports(ucp_ep_h ep) {
   char* text = nullptr;
   std::size_t length = 0;

@@ -81,9 +81,32 @@ class Worker {
   // comma-separated and each once.
   std::string transports(ucp_ep_h ep);
 
-  // The context, for memory registration (ucp_mem_map), and the worker, for RMA.
-  ucp_context_h context() const { return context_; }
-  ucp_worker_h worker() const { return worker_; }
+  // --- RMA on registered memory ---
+
+  // `bytes` of this process's memory from `address`, registered with UCX, and its packed
+  // remote key, which a peer unpacks to get and put those bytes; Error with UCX's reason.
+  struct Registration {
+    ucp_mem_h memh = nullptr;
+    std::vector<std::byte> rkey;
+  };
+  Result<Registration> register_memory(void* address, std::size_t bytes);
+  void unregister(ucp_mem_h memh);
+  // A peer's packed remote key, unpacked for its endpoint `ep`; Error with UCX's reason.
+  Result<ucp_rkey_h> unpack(ucp_ep_h ep, std::span<const std::byte> rkey);
+  void destroy(ucp_rkey_h rkey);
+  // One put (local → the peer's `remote`) or get (the peer's `remote` → local) of `bytes`
+  // through `rkey`, with `memh` registering the local end (or null). Large transfers go by
+  // rendezvous, zero-copy where the transport can. Started, not finished: finish() waits.
+  ucs_status_ptr_t put(ucp_ep_h ep, const void* local, std::size_t bytes, std::uint64_t remote, ucp_rkey_h rkey,
+                       ucp_mem_h memh);
+  ucs_status_ptr_t get(ucp_ep_h ep, void* local, std::size_t bytes, std::uint64_t remote, ucp_rkey_h rkey,
+                       ucp_mem_h memh);
+  // Completes the endpoint's puts at the peer (ucp_ep_flush_nbx): a message sent after it
+  // arrives after their bytes. Started, not finished.
+  ucs_status_ptr_t flush(ucp_ep_h ep);
+  // Progresses the worker on this thread until `request` is done, and frees it: UCS_OK or
+  // UCX's error. Not from inside UCX's callbacks (handlers may call it).
+  ucs_status_t finish(ucs_status_ptr_t request);
 
  private:
   struct Buffer;

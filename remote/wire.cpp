@@ -56,18 +56,11 @@ void part_fields(IO& io, P& p) {
   io(p.refs, "refs");
 }
 
-template <class IO, class S>
-void span_fields(IO& io, S& s) {
-  io(s.region, "span region");
-  io(s.offset, "span offset");
-  io.bytes(s.bytes, "span bytes", ~std::size_t(0));
-}
-
 template <class IO, class R>
 void range_fields(IO& io, R& r) {
-  io(r.region, "download region");
-  io(r.offset, "download offset");
-  io(r.length, "download length");
+  io(r.region, "range region");
+  io(r.offset, "range offset");
+  io(r.length, "range length");
 }
 
 template <class IO, class Q>
@@ -82,7 +75,6 @@ template <class T> constexpr std::size_t kLeast = sizeof(T);
 template <> constexpr std::size_t kLeast<std::string> = 8;
 template <> constexpr std::size_t kLeast<Box> = 48;
 template <> constexpr std::size_t kLeast<Part> = 4 + 4 + 8;
-template <> constexpr std::size_t kLeast<Span> = 8 + 8 + 8;
 template <> constexpr std::size_t kLeast<Range> = 24;
 template <> constexpr std::size_t kLeast<Queue> = 16;
 
@@ -108,8 +100,6 @@ class Writer {
       box_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Part>) {
       part_fields(*this, v);
-    } else if constexpr (std::is_same_v<T, Span>) {
-      span_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Range>) {
       range_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Queue>) {
@@ -159,8 +149,6 @@ class Reader {
       box_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Part>) {
       part_fields(*this, v);
-    } else if constexpr (std::is_same_v<T, Span>) {
-      span_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Range>) {
       range_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Queue>) {
@@ -224,6 +212,8 @@ void fields(IO& io, M& x) {
     io(x.request, "request");
     io(x.device, "device");
     io(x.bytes, "bytes");
+    io(x.address, "address");
+    io.bytes(x.rkey, "rkey", kRkeyMax);
   } else if constexpr (std::is_same_v<T, Image>) {
     io(x.request, "request");
     io(x.device, "device");
@@ -245,7 +235,7 @@ void fields(IO& io, M& x) {
     io(x.device, "device");
     io(x.value, "value");
     io(x.parts, "parts");
-    io(x.uploads, "spans");
+    io(x.uploads, "uploads");
     io(x.downloads, "downloads");
   } else if constexpr (std::is_same_v<T, Commit>) {
     io(x.device, "device");
@@ -288,7 +278,6 @@ void fields(IO& io, M& x) {
     io(x.device, "device");
     io(x.from, "from");
     io(x.to, "to");
-    io(x.downloads, "spans");
   } else if constexpr (std::is_same_v<T, Lost>) {
     io(x.device, "device");
     io(x.why, "why");

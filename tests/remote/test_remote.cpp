@@ -7,10 +7,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <thread>
+#include <vector>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -174,4 +177,152 @@ TEST_CASE("a token file that others may read is refused; one only its owner read
   CHECK(none.error().starts_with("no token"));
   REQUIRE_FALSE(agent.has_value());
   CHECK(agent.error().starts_with("no token"));
+}
+
+TEST_CASE("copies with host memory travel by RMA: bytes match both ways, below and above the rendezvous threshold") {
+  Device d = open_remote("MEM");
+  // UCX's tcp transport sends up to 8 KiB in one message and larger ones by rendezvous
+  // (ucx_info -d: am_bcopy <= 8K, am_zcopy <= 64K).
+  for (std::size_t n : {std::size_t(1), std::size_t(100), std::size_t(8191), std::size_t(8193), std::size_t(65537),
+                        std::size_t(1) << 20, (std::size_t(4) << 20) + 3}) {
+    CAPTURE(n);
+    Buffer in = Buffer::create(host(), n), out = Buffer::create(host(), n), remote = Buffer::create(d, n);
+    in.write<std::uint8_t>([&](std::span<std::uint8_t> x) {
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint8_t(i * 31 + n);
+    });
+    out.write<std::uint8_t>([](std::span<std::uint8_t> x) { std::fill(x.begin(), x.end(), 0); });
+    Buffer::copy(in, remote);
+    Buffer::copy(remote, out);
+    std::size_t wrong = 0;
+    out.read<std::uint8_t>([&](std::span<const std::uint8_t> x) {
+      for (std::size_t i = 0; i < x.size(); ++i) wrong += x[i] != std::uint8_t(i * 31 + n);
+    });
+    CHECK(wrong == 0);
+  }
+}
+
+namespace {
+
+// A client of the shared agent that speaks the wire itself, as a malicious one would.
+class RawClient {
+ public:
+  RawClient()
+      : worker_({[this](ucp_ep_h, std::span<const std::byte> m) {
+                   auto decoded = remote::wire::decode(m);
+                   std::lock_guard g(mutex_);
+                   if (decoded) got_.push_back(std::move(*decoded));
+                 },
+                 [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}}) {
+    auto where = remote::ucx::parse_address(agent().address());
+    REQUIRE(where.has_value());
+    auto ep = worker_.connect(*where);
+    REQUIRE(ep.has_value());
+    ep_ = *ep;
+    send(remote::wire::Hello{remote::wire::kVersion, kToken});
+    REQUIRE(next<remote::wire::Welcome>().admitted);
+  }
+  ~RawClient() { worker_.close(ep_); }
+
+  template <class T>
+  void send(const T& m) {
+    std::vector<std::byte> b;
+    remote::wire::encode(m, b);
+    worker_.send(ep_, b);
+  }
+  // The next message of type T the agent sent (within 5 s).
+  template <class T>
+  T next() {
+    T out{};
+    const bool came = eventually(
+        [&] {
+          std::lock_guard g(mutex_);
+          for (auto it = got_.begin(); it != got_.end(); ++it)
+            if (auto* t = std::get_if<T>(&*it)) {
+              out = std::move(*t);
+              got_.erase(it);
+              return true;
+            }
+          return false;
+        },
+        5000ms);
+    REQUIRE_MESSAGE(came, "the agent sent no message of the type awaited within 5 s");
+    return out;
+  }
+  // Opens the agent's MEM device: its number.
+  std::uint32_t open_memory() {
+    send(remote::wire::Open{1, "MEM"});
+    auto o = next<remote::wire::Opened>();
+    REQUIRE_MESSAGE(o.ok, o.why);
+    return o.device;
+  }
+  // A region of `bytes` of device memory: its number.
+  std::uint64_t alloc(std::uint32_t device, std::uint64_t bytes) {
+    send(remote::wire::Alloc{2, device, std::uint32_t(Memory::Device), bytes});
+    auto r = next<remote::wire::Reply>();
+    REQUIRE_MESSAGE(r.status == remote::wire::kOk, r.why);
+    return r.a;
+  }
+  remote::ucx::Worker& worker() { return worker_; }
+
+ private:
+  std::mutex mutex_;
+  std::vector<remote::wire::Message> got_;
+  remote::ucx::Worker worker_;
+  ucp_ep_h ep_ = nullptr;
+};
+
+// A copy part of the whole of region src into region dst, `bytes` wide.
+remote::wire::Part copy_part(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes) {
+  remote::wire::Part p;
+  p.kind = RIG_KIND_COPY;
+  p.src_region = src;
+  p.dst_region = dst;
+  p.boxes = {remote::wire::Box{0, 0, bytes, 1, bytes, bytes}};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a copy whose box runs past its region is refused with the reason, and the agent serves on") {
+  RawClient raw;
+  const auto device = raw.open_memory();
+  const auto a = raw.alloc(device, 4096), b = raw.alloc(device, 4096);
+  raw.send(remote::wire::Submit{device, 1, {copy_part(a, b, 8192)}, {}, {}});
+  auto lost = raw.next<remote::wire::Lost>();
+  CHECK(lost.device == device);
+  CHECK(lost.why == "value 1: part 0: a copy's boxes run outside their regions");
+  // Others go on: a device opened through the public API copies.
+  Device d = open_remote("MEM");
+  Buffer x = Buffer::create(d, 4096), back = Buffer::create(host(), 4096);
+  Buffer::copy(Buffer::of_string(std::string(4096, 'k')), x);
+  Buffer::copy(x, back);
+  char first = 0;
+  back.read<char>([&](std::span<const char> s) { first = s[0]; });
+  CHECK(first == 'k');
+}
+
+TEST_CASE("mapped host memory freed while a copy reads it stays until that copy's value; a later copy of it is refused") {
+  RawClient raw;
+  const auto device = raw.open_memory();
+  const auto dst = raw.alloc(device, 4096);
+  // 4096 bytes of this process, registered for the agent's gets.
+  alignas(4096) static std::byte host_bytes[4096];
+  std::memset(host_bytes, 'r', sizeof host_bytes);
+  auto registration = raw.worker().register_memory(host_bytes, sizeof host_bytes);
+  REQUIRE_MESSAGE(registration.has_value(), registration.error());
+  raw.send(remote::wire::MapHost{3, device, sizeof host_bytes, reinterpret_cast<std::uint64_t>(host_bytes),
+                                 registration->rkey});
+  auto mapped = raw.next<remote::wire::Reply>();
+  REQUIRE_MESSAGE(mapped.status == remote::wire::kOk, mapped.why);
+  const std::uint64_t window = mapped.a;
+  // The copy of value 1 reads it; the free comes before the value is reached.
+  raw.send(remote::wire::Submit{device, 1, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+  raw.send(remote::wire::Free{device, window});
+  auto reached = raw.next<remote::wire::Reached>();
+  CHECK((reached.from == 0 && reached.to == 1));
+  // Value 2 names the freed memory.
+  raw.send(remote::wire::Submit{device, 2, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+  auto lost = raw.next<remote::wire::Lost>();
+  CHECK(lost.why == "value 2: part 0: a copy between regions the client does not hold");
+  raw.worker().unregister(registration->memh);
 }
