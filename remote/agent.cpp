@@ -109,7 +109,10 @@ struct Served {
 
   // The parts of the submission being handed over, as rig_edge.h has them.
   std::vector<rig_part> parts;
-  std::deque<std::vector<rig_box>> boxes;
+  std::deque<std::vector<rig_box>> boxes;          // by the wire's part
+  std::deque<std::vector<std::uint32_t>> afters;   // by the wire's part: what it follows here
+  std::vector<std::int64_t> placed;                // the wire's part → its index in parts, or -1
+
   std::vector<std::byte> reached_bytes;
   std::vector<ucs_status_ptr_t> rma;  // the report's puts and flush
   std::map<std::uint64_t, wire::Submit> ahead;  // values that came before the one after submitted
@@ -632,20 +635,30 @@ class AgentImpl final : public Agent {
 
   // Turns the wire's parts into s->parts, checking every queue, kind, region, box, entry and
   // reference against what the client holds; false with the reason in why where one is wrong.
+  // A fill is a function of the client's process, which the client called at its hand-over:
+  // it is left out here, and the parts after it follow what it followed.
   bool translate(Served& s, const std::vector<wire::Part>& in, char* why) {
-    s.parts.assign(in.size(), rig_part{});
+    s.parts.clear();
+    s.placed.assign(in.size(), -1);
     s.boxes.resize(std::max(s.boxes.size(), in.size()));
+    s.afters.resize(std::max(s.afters.size(), in.size()));
     for (std::uint32_t i = 0; i < in.size(); ++i) {
       const wire::Part& w = in[i];
-      rig_part& p = s.parts[i];
       if (w.queue >= s.facts.queues.size())
         return rig_never(why, "part %u: queue %u, but the device has %zu", i, w.queue, s.facts.queues.size()), false;
       for (auto a : w.after)
         if (a >= i) return rig_never(why, "part %u follows part %u, which is not before it", i, a), false;
+      if (w.kind == RIG_KIND_FILL) continue;
+      auto& after = s.afters[i];
+      after.clear();
+      for (auto a : w.after)
+        if (s.placed[a] >= 0) after.push_back(std::uint32_t(s.placed[a]));
+      s.placed[i] = std::int64_t(s.parts.size());
+      rig_part& p = s.parts.emplace_back();
       p.queue = w.queue;
       p.kind = w.kind;
-      p.after = w.after.data();
-      p.after_count = std::uint32_t(w.after.size());
+      p.after = after.data();
+      p.after_count = std::uint32_t(after.size());
       if (w.kind == RIG_KIND_WORDS) {
         p.work.words = {w.words.data(), w.words.size()};
       } else if (w.kind == RIG_KIND_COPY) {

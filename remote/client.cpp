@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -210,6 +211,9 @@ class RemoteDevice final : public edge::Driver {
         if (k != RIG_KIND_FILL) queue.runs.push_back(Kind(k));
       f.queues.push_back(std::move(queue));
     }
+    // A fill is a function of this process: submit calls it at the hand-over, on the first
+    // queue, with no queue context (NULL), as a device without a queue of its own does.
+    if (!f.queues.empty()) f.queues[0].runs.push_back(Kind::Fill);
     if (opened_.copy_engine >= 0) f.copy_engine = opened_.copy_engine;
     f.completion = edge::Completion::Host;
     f.waits = {false, false};
@@ -330,8 +334,8 @@ class RemoteDevice final : public edge::Driver {
     auto mix = [&](std::uint64_t x) { hash = (hash ^ x) * 1099511628211ull; };
     for (std::uint32_t i = 0; i < count; ++i) {
       const rig_part& p = parts[i];
-      if (p.kind == RIG_KIND_FILL)
-        return rig_never(why, "part %u: a fill, a function of this process, which a remote device cannot call", i);
+      if (p.kind == RIG_KIND_FILL && p.work.fill.fn == nullptr)
+        return rig_never(why, "part %u: a fill without a function", i);
       mix(p.queue), mix(p.kind), mix(p.after_count);
       if (p.kind == RIG_KIND_WORDS) mix(p.work.words.count);
       if (p.kind == RIG_KIND_COPY) mix(p.work.copy.count), mix(std::uint64_t(p.work.copy.fill));
@@ -372,6 +376,18 @@ class RemoteDevice final : public edge::Driver {
     if (const char* why = refusal()) {
       *failure = why;
       return RIG_FAILED;
+    }
+    // The fills, in the order of their parts, before the value leaves: a fill that fails
+    // fails the submit, and the value never reaches the agent.
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (parts[i].kind != RIG_KIND_FILL) continue;
+      const rig_fill& f = parts[i].work.fill;
+      if (const int code = f.fn(nullptr, f.arg, v); code != 0) {
+        std::snprintf(fill_failure_, sizeof fill_failure_, "fill returned %d at value %llu", code,
+                      static_cast<unsigned long long>(v));
+        *failure = fill_failure_;
+        return RIG_FAILED;
+      }
     }
     submit_.device = id_;
     submit_.value = v;
@@ -562,6 +578,7 @@ class RemoteDevice final : public edge::Driver {
   std::map<std::uint64_t, std::uint64_t> by_address_;  // a region's address → its id
   std::deque<EntryRecord> entries_;
   wire::Submit submit_;  // reused, so that a warm submit allocates little
+  char fill_failure_[96] = {};  // a failed fill's reason, which lives as long as the device
   // The connection's mutex guards these.
   std::uint64_t frontier_ = 0;
   std::map<std::uint64_t, wire::Reached> held_back_;

@@ -71,14 +71,14 @@ TEST_CASE("a device the agent does not serve does not open, naming those it serv
   CHECK(d.error() == fmt::format("GPU:3@test: {} serves no device GPU:3; it serves CPU, MEM", agent().address()));
 }
 
-TEST_CASE("a remote device's facts are its agent's, with the host addressing none of its memory") {
+TEST_CASE("a remote device's facts are its agent's, with the host addressing none of its memory and its first queue running fills") {
   Device d = open_remote("CPU");
   const auto& f = d.facts();
   CHECK(f.arch == host().facts().arch);
   CHECK_FALSE(f.host_addresses);
   CHECK(f.maps_host);
   CHECK(f.queues.size() == 1);
-  CHECK(f.queues[0].runs == std::vector<Kind>{Kind::Launch, Kind::Copy});
+  CHECK(f.queues[0].runs == (std::vector<Kind>{Kind::Launch, Kind::Copy, Kind::Fill}));
   CHECK((!f.waits.stores && !f.waits.hosts));
   CHECK(static_cast<bool>(f.word == &rig_words[d.index()]));
 }
@@ -325,4 +325,56 @@ TEST_CASE("mapped host memory freed while a copy reads it stays until that copy'
   auto lost = raw.next<remote::wire::Lost>();
   CHECK(lost.why == "value 2: part 0: a copy between regions the client does not hold");
   raw.worker().unregister(registration->memh);
+}
+
+namespace {
+
+// A fill that notes each value it is called with in its argument: a count, then the values.
+int note_value(void*, void* arg, std::uint64_t v) {
+  auto* words = static_cast<std::uint64_t*>(arg);
+  words[1 + words[0]++] = v;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a fill on a remote device is called at each hand-over, in value order, beside the agent's work") {
+  Device d = open_remote("CPU");
+  Buffer arg = Buffer::create(host(), 64);
+  arg.write<std::uint64_t>([](std::span<std::uint64_t> x) { std::fill(x.begin(), x.end(), 0); });
+  Buffer src = Buffer::create(d, 4096), dst = Buffer::create(d, 4096);
+  std::vector<Submission::Part> parts{{"", {}, Submission::Fill{note_value, arg}},
+                                      {"", {0}, Submission::Copy{{src}, {dst}, {Box{0, 0, 4096, 1, 4096, 4096}}, {}}}};
+  auto s = Submission::make(d, parts, 0, 0);
+  Run run;
+  std::uint64_t values[3];
+  for (auto& v : values) {
+    Point p = submit(s, run, {}, {});
+    p.wait();
+    v = p.value();
+  }
+  std::vector<std::uint64_t> noted;
+  arg.read<std::uint64_t>([&](std::span<const std::uint64_t> x) { noted.assign(x.begin() + 1, x.begin() + 1 + x[0]); });
+  CHECK(noted == std::vector<std::uint64_t>(std::begin(values), std::end(values)));
+}
+
+TEST_CASE("a failed fill loses the remote device with its reason, and the agent's other devices go on") {
+  Device d = open_remote("MEM"), other = open_remote("MEM");
+  Buffer arg = Buffer::create(host(), 64);
+  Submission::Part part{"", {}, Submission::Fill{[](void*, void*, std::uint64_t) { return 3; }, arg}};
+  auto s = Submission::make(d, std::span(&part, 1), 0, 0);
+  std::string why;
+  Run run;
+  try {
+    submit(s, run, {}, {}).wait();
+  } catch (const Lost& e) {
+    why = e.what();
+  }
+  CHECK(why.starts_with(fmt::format("{} lost: fill returned 3 at value ", d.name())));
+  Buffer b = Buffer::create(other, 4096), back = Buffer::create(host(), 4096);
+  Buffer::copy(Buffer::of_string(std::string(4096, 'o')), b);
+  Buffer::copy(b, back);
+  char first = 0;
+  back.read<char>([&](std::span<const char> x) { first = x[0]; });
+  CHECK(first == 'o');
 }
