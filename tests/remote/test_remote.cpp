@@ -378,3 +378,48 @@ TEST_CASE("a failed fill loses the remote device with its reason, and the agent'
   back.read<char>([&](std::span<const char> x) { first = x[0]; });
   CHECK(first == 'o');
 }
+
+namespace {
+
+// What a fill on one agent's device saw of another agent's device's word at its hand-over.
+struct WordSeen {
+  const volatile std::uint64_t* word;
+  std::uint64_t seen;
+};
+
+int see_word(void*, void* arg, std::uint64_t) {
+  auto* w = static_cast<WordSeen*>(arg);
+  w->seen = __atomic_load_n(w->word, __ATOMIC_ACQUIRE);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a value on one agent's device waits for a value on another agent's device, the client forwarding it") {
+  auto second = remote::Agent::start({"127.0.0.1:0", {"MEM"}, kToken});
+  REQUIRE_MESSAGE(second.has_value(), second.error());
+  Device a = open_remote("CPU");
+  auto b = open(remote::opener((*second)->address(), "MEM", "MEM@second", kToken));
+  REQUIRE_MESSAGE(b.has_value(), b.error());
+  // A's value: a copy of 32 MiB, which takes its agent milliseconds.
+  constexpr std::size_t kBytes = 32 << 20;
+  Buffer x = Buffer::create(a, kBytes), y = Buffer::create(a, kBytes);
+  Buffer::copy(Buffer::of_string(std::string(kBytes, 'w')), x);
+  Submission::Part copy{"", {}, Submission::Copy{{x}, {y}, {Box::row(kBytes)}, {}}};
+  auto on_a = Submission::make(a, std::span(&copy, 1), 0, 0);
+  // B's value, after A's: its fill notes A's word at B's hand-over.
+  Buffer arg = Buffer::create(host(), sizeof(WordSeen));
+  arg.write<WordSeen>([&](std::span<WordSeen> w) { w[0] = {&rig_words[a.index()], 0}; });
+  Submission::Part fill{"", {}, Submission::Fill{see_word, arg}};
+  auto on_b = Submission::make(*b, std::span(&fill, 1), 0, 0);
+  Run run_a, run_b;
+  for (int i = 0; i < 3; ++i) {
+    const Point pa = submit(on_a, run_a, {}, {});
+    const Point pb = submit(on_b, run_b, {}, {}, std::span(&pa, 1));
+    pb.wait();
+    std::uint64_t seen = 0;
+    arg.read<WordSeen>([&](std::span<const WordSeen> w) { seen = w[0].seen; });
+    CAPTURE(i);
+    CHECK(seen >= pa.value());
+  }
+}
