@@ -315,7 +315,18 @@ class AgentImpl final : public Agent {
     s->ep = c.ep;
     s->worker = worker_.get();
     try {
-      s->driver = m.device == "CPU" ? cpu::make_host_driver(&s->word) : cpu::make_memory_driver(&s->word);
+      auto extra = std::find_if(options_.openers.begin(), options_.openers.end(),
+                                [&](const edge::Opener<>& o) { return o.name == m.device; });
+      if (extra != options_.openers.end()) {
+        auto made = extra->make(&s->word);
+        if (!made) {
+          o.why = fmt::format("{} could not open {}: {}", address_, m.device, made.error());
+          return send(c, o);
+        }
+        s->driver = std::move(*made);
+      } else {
+        s->driver = m.device == "CPU" ? cpu::make_host_driver(&s->word) : cpu::make_memory_driver(&s->word);
+      }
       s->facts = s->driver->facts();
     } catch (const std::exception& e) {
       o.why = fmt::format("{} could not open {}: {}", address_, m.device, e.what());
@@ -905,7 +916,8 @@ Result<std::unique_ptr<Agent>> Agent::start(ServeOptions options) {
   auto t = token(options.token);
   if (!t) return std::unexpected(t.error());
   for (const auto& d : options.devices)
-    if (std::find(known_devices().begin(), known_devices().end(), d) == known_devices().end())
+    if (std::find(known_devices().begin(), known_devices().end(), d) == known_devices().end() &&
+        std::none_of(options.openers.begin(), options.openers.end(), [&](const auto& o) { return o.name == d; }))
       return std::unexpected(fmt::format("rig serve: no device {} here; it serves {}", d,
                                          fmt::join(known_devices(), ", ")));
   auto agent = std::make_unique<AgentImpl>(std::move(options), std::move(*t));

@@ -55,6 +55,10 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0: one the system picks
   std::vector<std::string> devices;    // the devices it serves; empty: CPU and MEM
   std::string token;                   // as token() takes it
+  // Devices of other drivers it may serve too, by their openers' names (a program that
+  // embeds an agent: a test serving a fault-injecting driver). They count as devices it can
+  // open; `devices` names them to serve them.
+  std::vector<edge::Opener<>> openers = {};
 };
 
 class Agent {

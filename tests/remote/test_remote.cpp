@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "faulty.hpp"
+#include "host_driver.hpp"
 #include "support.hpp"
 #include "ucx.hpp"
 #include "wire.hpp"
@@ -422,4 +424,38 @@ TEST_CASE("a value on one agent's device waits for a value on another agent's de
     CAPTURE(i);
     CHECK(seen >= pa.value());
   }
+}
+
+TEST_CASE("a device lost on the agent's side, by a fault there, is lost on the client with the agent's reason; others go on") {
+  // The agent serves a memory device whose driver fails the submits a test arms.
+  auto [faulty_opener, control] = faulty::wrap(
+      edge::Opener<>{"MEM", [](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
+                       return cpu::make_memory_driver(word);
+                     }},
+      "FAULTY");
+  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM", "FAULTY"}, kToken, {faulty_opener}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  auto d = open(remote::opener((*served)->address(), "FAULTY", "FAULTY@agent", kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  auto other = open(remote::opener((*served)->address(), "MEM", "MEM@agent", kToken));
+  REQUIRE_MESSAGE(other.has_value(), other.error());
+  Buffer a = Buffer::create(*d, 4096), b = Buffer::create(*d, 4096);
+  Buffer::copy(a, b);  // the device works until the fault
+  control->fail_next(faulty::Call::Submit, "the memory controller reported an uncorrectable error");
+  std::string why;
+  try {
+    Buffer::copy(a, b);
+    b.read<char>([](std::span<const char>) {});
+  } catch (const Lost& e) {
+    why = e.what();
+  }
+  CHECK(why.starts_with("FAULTY@agent lost: the memory controller reported an uncorrectable error"));
+  CHECK_THROWS_AS(Buffer::copy(a, b), Lost);
+  // The agent's other device, and the client's own, go on.
+  Buffer x = Buffer::create(*other, 4096), back = Buffer::create(host(), 4096);
+  Buffer::copy(Buffer::of_string(std::string(4096, 'g')), x);
+  Buffer::copy(x, back);
+  char first = 0;
+  back.read<char>([&](std::span<const char> s) { first = s[0]; });
+  CHECK(first == 'g');
 }
