@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -99,6 +100,7 @@ struct Served {
   std::mutex report_mutex;  // one report at a time: the progress thread's or the watcher's
   std::mutex mutex;
   std::map<std::uint64_t, std::vector<wire::Range>> downloads;  // by value
+  std::map<std::uint64_t, std::array<std::uint64_t, 2>> times;   // timed values' start and end
   std::uint64_t sent = 0;  // the word as the last Reached gave it
   std::atomic<bool> lost{false};
   std::atomic<bool> stopping{false};
@@ -265,7 +267,7 @@ class AgentImpl final : public Agent {
       c.admitted = true;
       if (std::getenv("RIG_SERVE_VERBOSE"))
         fmt::print(stderr, "rig serve: a client admitted, over {}\n", worker_->transports(c.ep));
-      return send(c, wire::Welcome{true, "", served_names()});
+      return send(c, wire::Welcome{true, "", served_names(), rig_now_ns()});
     }
     std::visit([&](auto& x) { on(c, x); }, m);
   }
@@ -300,6 +302,8 @@ class AgentImpl final : public Agent {
   }
 
   void on(Client&, const wire::Hello&) { drop("a second hello"); }
+
+  void on(Client& c, const wire::Clock& m) { reply(c, m.request, wire::kOk, {}, rig_now_ns()); }
 
   void on(Client& c, const wire::Open& m) {
     wire::Opened o;
@@ -572,8 +576,16 @@ class AgentImpl final : public Agent {
         }
       }
     }
+    // A timed value's times, where its driver writes them before its word shows it (no
+    // settle, which would be a second caller of its C functions beside the service's).
+    std::uint64_t* times = nullptr;
+    if (m.timed && s->c->settle == nullptr) {
+      std::lock_guard g(s->mutex);
+      times = s->times[m.value].data();
+      times[0] = times[1] = 0;
+    }
     const char* failure = "the driver gave no reason";
-    const int rc = s->c->submit(s->facts.edge, s->parts.data(), count, nullptr, 0, m.value, nullptr, &failure);
+    const int rc = s->c->submit(s->facts.edge, s->parts.data(), count, nullptr, 0, m.value, times, &failure);
     if (rc == RIG_FAILED) return lose(c, *s, failure ? failure : "submit failed");
     s->submitted = m.value;
     if (rc == RIG_OK && s->c->commit(s->facts.edge, m.value, &failure) == RIG_FAILED)
@@ -804,9 +816,11 @@ class AgentImpl final : public Agent {
       from = s.sent;
     }
     if (w <= from) return false;
-    wire::Reached r{s.id, from, w};
+    wire::Reached r{s.id, from, w, {}};
     {
       std::lock_guard g(s.mutex);
+      for (auto it = s.times.begin(); it != s.times.end() && it->first <= w; it = s.times.erase(it))
+        r.times.push_back({it->first, it->second[0], it->second[1]});
       s.rma.clear();
       for (auto it = s.downloads.begin(); it != s.downloads.end() && it->first <= w;) {
         for (const auto& d : it->second) {

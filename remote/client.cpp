@@ -45,6 +45,8 @@ namespace {
 constexpr auto kWelcomeLimit = std::chrono::seconds(5);
 constexpr auto kReplyLimit = std::chrono::seconds(30);
 constexpr auto kStopLimit = std::chrono::seconds(2);
+// Readings of the agent's clock at connection, of which the shortest round trip's is kept.
+constexpr int kClockReadings = 8;
 // How long a sleep spins on the word before it sleeps.
 constexpr std::uint64_t kSpinNs = 50'000;
 // Scratch of a part that fitted last time: this tag, then the hash of what room judges.
@@ -79,12 +81,34 @@ class Connection {
     auto ep = worker_->connect(where_);
     if (!ep) return std::unexpected(ep.error());
     ep_ = *ep;
+    const std::uint64_t sent_at = rig_now_ns();
     send(wire::Hello{wire::kVersion, token});
     std::unique_lock g(mutex_);
     if (!cv_.wait_for(g, kWelcomeLimit, [&] { return welcome_ || !lost_.empty(); }))
       return std::unexpected(fmt::format("{} did not answer within {} s", address_, kWelcomeLimit.count()));
     if (!lost_.empty()) return std::unexpected(lost_);
     if (!welcome_->admitted) return std::unexpected(fmt::format("{} refused the token: {}", address_, welcome_->why));
+    // The agent read its clock about halfway between the hello's sending and the welcome's
+    // arrival: the offset of its clock from this one, within half that round trip.
+    clock_offset_ = std::int64_t(welcome_->now) - std::int64_t(sent_at + (welcome_at_ - sent_at) / 2);
+    g.unlock();
+    // The first round trip is slow (the connection's set-up): the shortest of a few more
+    // readings bounds the offset's error better.
+    std::uint64_t best = welcome_at_ - sent_at;
+    for (int i = 0; i < kClockReadings; ++i) {
+      const std::uint64_t asked = rig_now_ns();
+      wire::Message answer;
+      try {
+        answer = request(wire::Clock{});
+      } catch (const edge::Fault& e) {
+        return std::unexpected(std::string(e.what()));
+      }
+      const std::uint64_t answered = rig_now_ns();
+      auto* r = std::get_if<wire::Reply>(&answer);
+      if (!r || answered - asked >= best) continue;
+      best = answered - asked;
+      clock_offset_ = std::int64_t(r->a) - std::int64_t(asked + best / 2);
+    }
     return welcome_->devices;
   }
 
@@ -132,6 +156,8 @@ class Connection {
   std::condition_variable& cv() { return cv_; }
   // Why it was lost, or "" (mutex held).
   const std::string& lost() const { return lost_; }
+  // The agent's clock minus this process's (rig_now_ns), as the welcome measured it.
+  std::int64_t clock_offset() const { return clock_offset_; }
 
  private:
   void on_message(std::span<const std::byte> bytes);
@@ -144,6 +170,8 @@ class Connection {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::optional<wire::Welcome> welcome_;
+  std::uint64_t welcome_at_ = 0;
+  std::int64_t clock_offset_ = 0;
   std::string lost_;
   std::uint64_t requests_ = 0;
   std::map<std::uint64_t, std::optional<wire::Message>> waiting_;
@@ -372,7 +400,8 @@ class RemoteDevice final : public edge::Driver {
     return RIG_FITS;
   }
 
-  int submit(const rig_part* parts, std::uint32_t count, std::uint64_t v, const char** failure) {
+  int submit(const rig_part* parts, std::uint32_t count, std::uint64_t v, std::uint64_t* times,
+             const char** failure) {
     if (const char* why = refusal()) {
       *failure = why;
       return RIG_FAILED;
@@ -395,6 +424,11 @@ class RemoteDevice final : public edge::Driver {
     submit_.uploads.clear();
     submit_.downloads.clear();
     for (std::uint32_t i = 0; i < count; ++i) to_wire(parts[i], submit_.parts[i], &submit_);
+    submit_.timed = times != nullptr;
+    if (times) {
+      std::lock_guard g(c_->mutex());
+      timed_[v] = times;
+    }
     c_->send(submit_);
     return RIG_COMMITTED;
   }
@@ -436,7 +470,21 @@ class RemoteDevice final : public edge::Driver {
     return lost_flag_.load(std::memory_order_acquire) ? lost_.c_str() : nullptr;
   }
 
+  // Writes the timed values' times, shifted to this process's clock, then raises the word.
+  // A value's start never comes before the end of the value written before it.
   void apply(const wire::Reached& r) {
+    for (const auto& t : r.times) {
+      auto it = timed_.find(t.value);
+      if (it == timed_.end()) continue;
+      if (t.start != 0 && t.end != 0) {
+        const std::uint64_t start = std::max(last_end_, std::uint64_t(std::int64_t(t.start) - c_->clock_offset()));
+        const std::uint64_t end = std::max(start, std::uint64_t(std::int64_t(t.end) - c_->clock_offset()));
+        it->second[0] = start;
+        it->second[1] = end;
+        last_end_ = end;
+      }
+      timed_.erase(it);
+    }
     frontier_ = r.to;
     if (shown() < r.to) __atomic_store_n(word_, r.to, __ATOMIC_RELEASE);
   }
@@ -582,6 +630,8 @@ class RemoteDevice final : public edge::Driver {
   // The connection's mutex guards these.
   std::uint64_t frontier_ = 0;
   std::map<std::uint64_t, wire::Reached> held_back_;
+  std::map<std::uint64_t, std::uint64_t*> timed_;  // timed values' pairs, until Reached brings them
+  std::uint64_t last_end_ = 0;
   std::string lost_;
   std::atomic<bool> lost_flag_{false};
 };
@@ -592,12 +642,13 @@ int remote_room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t 
   return device_of(edge).room(parts, count, waits, why);
 }
 int remote_submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait*, std::uint32_t,
-                  std::uint64_t v, std::uint64_t*, const char** failure) {
-  return device_of(edge).submit(parts, count, v, failure);
+                  std::uint64_t v, std::uint64_t* times, const char** failure) {
+  return device_of(edge).submit(parts, count, v, times, failure);
 }
 int remote_commit(void* edge, std::uint64_t, const char** failure) { return device_of(edge).commit(failure); }
 
-// Its queues wait for no producer, it times nothing and measures nothing.
+// Its queues wait for no producer; the agent times its values (their times come with the
+// Reached that shows them, before the word, so no settle); it measures nothing.
 constexpr rig_driver kRemoteTable{remote_room, remote_submit, remote_commit, nullptr, nullptr};
 
 RemoteDevice::RemoteDevice(std::shared_ptr<Connection> c, std::string name, wire::Opened o,
@@ -615,6 +666,7 @@ void Connection::on_message(std::span<const std::byte> bytes) {
   if (!decoded) return lose(fmt::format("{} sent a malformed message: {}", address_, decoded.error()));
   std::lock_guard g(mutex_);
   if (auto* w = std::get_if<wire::Welcome>(&*decoded)) {
+    welcome_at_ = rig_now_ns();
     welcome_ = std::move(*w);
   } else if (auto* o = std::get_if<wire::Opened>(&*decoded)) {
     if (auto it = waiting_.find(o->request); it != waiting_.end()) it->second = std::move(*decoded);

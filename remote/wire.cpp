@@ -63,6 +63,13 @@ void range_fields(IO& io, R& r) {
   io(r.length, "range length");
 }
 
+template <class IO, class T>
+void timing_fields(IO& io, T& t) {
+  io(t.value, "timing value");
+  io(t.start, "timing start");
+  io(t.end, "timing end");
+}
+
 template <class IO, class Q>
 void queue_fields(IO& io, Q& q) {
   io.text(q.name, "queue name", kTextMax);
@@ -76,6 +83,7 @@ template <> constexpr std::size_t kLeast<std::string> = 8;
 template <> constexpr std::size_t kLeast<Box> = 48;
 template <> constexpr std::size_t kLeast<Part> = 4 + 4 + 8;
 template <> constexpr std::size_t kLeast<Range> = 24;
+template <> constexpr std::size_t kLeast<Timing> = 24;
 template <> constexpr std::size_t kLeast<Queue> = 16;
 
 class Writer {
@@ -102,6 +110,8 @@ class Writer {
       part_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Range>) {
       range_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Timing>) {
+      timing_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Queue>) {
       queue_fields(*this, v);
     } else {  // a list
@@ -151,6 +161,8 @@ class Reader {
       part_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Range>) {
       range_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Timing>) {
+      timing_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Queue>) {
       queue_fields(*this, v);
     } else {  // a list
@@ -237,6 +249,7 @@ void fields(IO& io, M& x) {
     io(x.parts, "parts");
     io(x.uploads, "uploads");
     io(x.downloads, "downloads");
+    io(x.timed, "timed");
   } else if constexpr (std::is_same_v<T, Commit>) {
     io(x.device, "device");
     io(x.value, "value");
@@ -249,10 +262,13 @@ void fields(IO& io, M& x) {
     io(x.why, "why");
   } else if constexpr (std::is_same_v<T, Close>) {
     io(x.device, "device");
+  } else if constexpr (std::is_same_v<T, Clock>) {
+    io(x.request, "request");
   } else if constexpr (std::is_same_v<T, Welcome>) {
     io(x.admitted, "admitted");
     io(x.why, "why");
     io(x.devices, "devices");
+    io(x.now, "now");
   } else if constexpr (std::is_same_v<T, Opened>) {
     io(x.request, "request");
     io(x.ok, "ok");
@@ -278,6 +294,7 @@ void fields(IO& io, M& x) {
     io(x.device, "device");
     io(x.from, "from");
     io(x.to, "to");
+    io(x.times, "times");
   } else if constexpr (std::is_same_v<T, Lost>) {
     io(x.device, "device");
     io(x.why, "why");
@@ -287,8 +304,8 @@ void fields(IO& io, M& x) {
 // Each message's type: its index in Message is its place in this list.
 constexpr Type kTypes[] = {Type::Hello,  Type::Open,   Type::Alloc,   Type::Free,   Type::MapHost, Type::Image,
                            Type::Entry,  Type::Unload, Type::Room,    Type::Submit, Type::Commit,  Type::Grow,
-                           Type::Stop,   Type::Close,  Type::Welcome, Type::Opened, Type::Reply,   Type::Reached,
-                           Type::Lost};
+                           Type::Stop,   Type::Close,  Type::Clock,   Type::Welcome, Type::Opened, Type::Reply,
+                           Type::Reached, Type::Lost};
 static_assert(std::size(kTypes) == std::variant_size_v<Message>);
 
 template <class T, std::size_t I = 0>
@@ -330,6 +347,7 @@ const char* type_name(std::uint16_t type) {
     case Type::Grow: return "grow";
     case Type::Stop: return "stop";
     case Type::Close: return "close";
+    case Type::Clock: return "clock";
     case Type::Welcome: return "welcome";
     case Type::Opened: return "opened";
     case Type::Reply: return "reply";
@@ -367,6 +385,7 @@ RIG_WIRE_ENCODE(Commit)
 RIG_WIRE_ENCODE(Grow)
 RIG_WIRE_ENCODE(Stop)
 RIG_WIRE_ENCODE(Close)
+RIG_WIRE_ENCODE(Clock)
 RIG_WIRE_ENCODE(Welcome)
 RIG_WIRE_ENCODE(Opened)
 RIG_WIRE_ENCODE(Reply)

@@ -54,6 +54,7 @@ enum class Type : std::uint16_t {
   Grow = 12,    // replied Reply
   Stop = 13,    // replied Reply (the word's last value)
   Close = 14,   // the client is done with the device: the agent frees what it held; no reply
+  Clock = 15,   // replied Reply (a: the agent's clock, rig_now_ns)
   // agent → client
   Welcome = 20,  // the answer to Hello
   Opened = 21,   // a device's facts, or why it did not open
@@ -166,6 +167,7 @@ struct Submit {
   std::vector<Part> parts;
   std::vector<Range> uploads;    // got from the client's memory before the parts run
   std::vector<Range> downloads;  // what the parts write there: put back before Reached
+  bool timed = false;            // a profile is taken: Reached brings the value's times
 };
 
 struct Commit {
@@ -189,12 +191,18 @@ struct Close {
   std::uint32_t device = 0;
 };
 
+// A reading of the agent's clock, by which the client shifts the agent's times to its own.
+struct Clock {
+  std::uint64_t request = 0;
+};
+
 // --- agent → client ---
 
 struct Welcome {
   bool admitted = false;
   std::string why;                   // the refusal's reason
   std::vector<std::string> devices;  // the names of the devices it serves
+  std::uint64_t now = 0;             // the agent's clock (rig_now_ns) as it sent this
 };
 
 // A device's facts as they travel (edge::Facts without what has meaning only on the agent).
@@ -233,9 +241,15 @@ inline constexpr std::uint32_t kNoMemory = 3;  // an entry's launches need `a` b
 // Device `device`'s word moved from `from` to `to`; what its work of those values wrote to
 // mapped host memory was put there, and flushed, before. Messages of a device are numbered by
 // `from`: the client applies one only once the word shows `from`.
+// A timed value's work on the agent's device, on the agent's clock (rig_now_ns).
+struct Timing {
+  std::uint64_t value = 0, start = 0, end = 0;
+  bool operator==(const Timing&) const = default;
+};
 struct Reached {
   std::uint32_t device = 0;
   std::uint64_t from = 0, to = 0;
+  std::vector<Timing> times;  // of the timed values from+1 … to
 };
 
 struct Lost {
@@ -244,7 +258,7 @@ struct Lost {
 };
 
 using Message = std::variant<Hello, Open, Alloc, Free, MapHost, Image, Entry, Unload, Room, Submit, Commit, Grow,
-                             Stop, Close, Welcome, Opened, Reply, Reached, Lost>;
+                             Stop, Close, Clock, Welcome, Opened, Reply, Reached, Lost>;
 
 // The message's bytes, in `out` (cleared first). Encoding into a vector that has room
 // allocates nothing. T is one of Message's alternatives.

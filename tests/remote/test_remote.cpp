@@ -2,6 +2,7 @@
 // sees (rig/remote.hpp), and what the agent admits.
 #include <doctest/doctest.h>
 
+#include <rig/profile.hpp>
 #include <rig/remote.hpp>
 #include <rig/rig.hpp>
 
@@ -458,4 +459,32 @@ TEST_CASE("a device lost on the agent's side, by a fault there, is lost on the c
   char first = 0;
   back.read<char>([&](std::span<const char> s) { first = s[0]; });
   CHECK(first == 'g');
+}
+
+TEST_CASE("a profile shows a remote device's values with the agent's times, on this process's clock") {
+  Device d = open_remote("CPU");
+  Buffer x = Buffer::create(d, 1 << 20), y = Buffer::create(d, 1 << 20);
+  const std::uint64_t before = profile::now_ns();
+  auto records = profile::take([&] {
+    for (int i = 0; i < 4; ++i) Buffer::copy(x, y);
+  });
+  const std::uint64_t after = profile::now_ns();
+  std::vector<const profile::Record*> values;
+  for (const auto& r : records)
+    if (r.what == profile::Record::What::Value && r.device == d.name()) values.push_back(&r);
+  REQUIRE(values.size() >= 4);
+  std::uint64_t last_end = 0;
+  for (const auto* r : values) {
+    CAPTURE(r->value);
+    CHECK(r->start_ns != 0);
+    CHECK(r->start_ns <= r->end_ns);
+    // The agent runs on this machine, one clock for both, so its times, shifted, fall inside
+    // the profile's, up to the shift's error: half the shortest of the clock readings' round
+    // trips at connection, well under 200 µs on loopback.
+    constexpr std::uint64_t kShiftError = 200'000;
+    CHECK(r->start_ns + kShiftError >= before);
+    CHECK(r->end_ns <= after + kShiftError);
+    CHECK(r->start_ns >= last_end);
+    last_end = r->end_ns;
+  }
 }

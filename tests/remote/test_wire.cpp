@@ -80,6 +80,7 @@ TEST_CASE("every message decodes to what was encoded") {
   auto room = round_trip(Room{10, 1, 2, {launch_part()}});
   CHECK((room.waits == 2 && room.parts == std::vector<Part>{launch_part()}));
   auto submit = round_trip(a_submit());
+  CHECK_FALSE(submit.timed);
   CHECK(submit.parts == a_submit().parts);
   CHECK(submit.uploads == a_submit().uploads);
   CHECK(submit.downloads == a_submit().downloads);
@@ -88,15 +89,17 @@ TEST_CASE("every message decodes to what was encoded") {
   CHECK(round_trip(Grow{11, 1}).request == 11);
   CHECK(round_trip(Stop{14, 1, "closed"}).why == "closed");
   CHECK(round_trip(Close{3}).device == 3);
-  auto welcome = round_trip(Welcome{true, "", {"CPU", "MEM"}});
-  CHECK((welcome.admitted && welcome.devices == std::vector<std::string>{"CPU", "MEM"}));
+  CHECK(round_trip(Clock{15}).request == 15);
+  auto welcome = round_trip(Welcome{true, "", {"CPU", "MEM"}, 123456789});
+  CHECK((welcome.admitted && welcome.devices == std::vector<std::string>{"CPU", "MEM"} && welcome.now == 123456789));
   Opened opened{12, true, "", 3, "x86_64", 1 << 30, {Queue{"COMPUTE:0", {4, 2, 3}}}, 0, -1, 16, 1 << 20, 5};
   auto o = round_trip(opened);
   CHECK((o.queues == opened.queues && o.arch == "x86_64" && o.word == 5 && o.hang_ms == -1));
   auto reply = round_trip(Reply{13, kError, 1, 2, 3, 4, "no"});
   CHECK((reply.status == kError && reply.d == 4 && reply.why == "no"));
-  auto reached = round_trip(Reached{2, 40, 41});
+  auto reached = round_trip(Reached{2, 40, 41, {Timing{41, 1000, 2500}}});
   CHECK((reached.device == 2 && reached.from == 40 && reached.to == 41));
+  CHECK(reached.times == std::vector<Timing>{Timing{41, 1000, 2500}});
   CHECK(round_trip(Lost{2, "fill returned 3"}).why == "fill returned 3");
 }
 
