@@ -31,8 +31,9 @@ Spread openmp_empty_region(int repeats, std::uint64_t n, int threads);
 std::string remote_transports();
 
 // UCX's own figure between two ucx_perftest processes on loopback (Debian's ucx-utils), with
-// UCX_TLS set to remote_transports(): for "ucp_am_lat", an active message's round trip in ns
-// (twice the one-way latency it prints, its typical value); for a "_bw" test ("ucp_am_bw"),
+// UCX_TLS set to remote_transports() and endpoints in peer error mode (-e), as rig's are: for
+// "ucp_am_lat", an active message's round trip in ns (twice the one-way latency it prints,
+// its overall average, as rig's figure is an average); for a "_bw" test ("ucp_am_bw"),
 // the bandwidth of `bytes`-byte messages in GB/s. nullopt with the reason in `why` where
 // ucx_perftest is missing or prints no figure.
 std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes, std::uint64_t iterations,
