@@ -23,11 +23,19 @@ std::optional<Spread> opencl_empty_kernel(int repeats, std::uint64_t n, std::str
 // An empty OpenMP parallel region over `threads` threads.
 Spread openmp_empty_region(int repeats, std::uint64_t n, int threads);
 
-// UCX's own figure between two ucx_perftest processes on loopback (Debian's ucx-utils),
-// over the transports UCX picks as it does for rig's remote devices: for "ucp_am_lat", an
-// active message's round trip in ns (twice the one-way latency it prints, its typical
-// value); for "ucp_put_bw", the put bandwidth of `bytes`-byte messages in GB/s. nullopt with
-// the reason in `why` where ucx_perftest is missing or prints no figure.
+// The transports the remote benches' floors run over: UCX_TLS where it is set (the client's
+// environment, which the agent should share), else "tcp". rig's endpoints use UCX's peer
+// error mode, which UCX 1.13's shared-memory transports (posix, sysv: "ep_check" error
+// handling only) do not give, so on one machine rig's messages travel over tcp; a floor over
+// shared memory would measure another transport.
+std::string remote_transports();
+
+// UCX's own figure between two ucx_perftest processes on loopback (Debian's ucx-utils), with
+// UCX_TLS set to remote_transports() and endpoints in peer error mode (-e), as rig's are: for
+// "ucp_am_lat", an active message's round trip in ns (twice the one-way latency it prints,
+// its overall average, as rig's figure is an average); for a "_bw" test ("ucp_am_bw"),
+// the bandwidth of `bytes`-byte messages in GB/s. nullopt with the reason in `why` where
+// ucx_perftest is missing or prints no figure.
 std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes, std::uint64_t iterations,
                                    std::string& why);
 

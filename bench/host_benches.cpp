@@ -39,6 +39,12 @@ Spread launch_and_wait(const Device& d, int repeats, std::uint64_t n, std::uint3
   });
 }
 
+// Whether d runs the host device's x86-64 objects: the host device, or an agent's host
+// device of a machine like this one.
+bool runs_host_objects(const Device& d) {
+  return d == host() || (d.name().starts_with("CPU@") && d.arch() == host().arch());
+}
+
 }  // namespace
 
 std::span<const std::byte> nvidia_kernels(std::string_view arch) {
@@ -49,7 +55,7 @@ std::span<const std::byte> nvidia_kernels(std::string_view arch) {
 
 Function empty_kernel(const Device& d) {
   if (auto why = refuses_empty_kernel(d)) throw std::invalid_argument(*why);
-  const bool on_host = d == host();
+  const bool on_host = runs_host_objects(d);
   auto image = Image::load(d, on_host ? std::span(reinterpret_cast<const std::byte*>(rig_demo_object), rig_demo_object_size)
                                       : nvidia_kernels(d.arch()));
   if (!image) throw std::runtime_error(image.error());
@@ -73,9 +79,7 @@ std::optional<std::string> refuses_launch(const Device& d) {
     for (const auto& q : d.queues()) queues.push_back(q.name);
     return fmt::format("{} runs no launches (its queues: {})", d.name(), fmt::join(queues, ", "));
   }
-  // The agent's host device of a machine like this one runs the same object.
-  const bool remote_host = d.name().starts_with("CPU@") && d.arch() == host().arch();
-  if (d != host() && !remote_host)
+  if (!runs_host_objects(d))
     return fmt::format("the launch benches carry an empty kernel for the host device (CPU, an x86-64 ELF object) "
                        "only, none for {} (arch {})",
                        d.name(), d.arch());
@@ -92,7 +96,7 @@ std::vector<Figure> roundtrip(const Options& o) {
     std::string why;
     auto am = ucx_perftest("ucp_am_lat", 8, 20000, why);
     return {make_figure(named("roundtrip", d), rig, "ns", am ? Spread{*am, *am, *am} : Spread{},
-                        am ? "ucx_perftest ucp_am_lat round trip, loopback" : "ucx_perftest unavailable: " + why,
+                        am ? fmt::format("ucx_perftest ucp_am_lat round trip, loopback, UCX_TLS={}", remote_transports()) : "ucx_perftest unavailable: " + why,
                         "launch + wait of an empty one-group kernel on the agent's host device")};
   }
   Spread rig = launch_and_wait(d, o.repeats, n, 1);

@@ -2,14 +2,19 @@
 // that prove its token and runs their work, checking everything a message names against
 // what that client holds (docs/remote.md, "Security").
 //
-// Threads: the worker's progress thread turns UCX's events into a queue; one service thread
-// takes them in order and makes every driver call but sleep; each served device has a
-// watcher thread that sleeps in its driver and sends Reached when its word moves.
+// Threads: the worker's progress thread handles every message itself, in the order UCX
+// delivered them, and makes every driver call but sleep; while it spins it also sends
+// Reached for each served device whose word moved, so that a short value's round trip
+// crosses no other thread of the agent than the device's own. Each served device has a
+// watcher thread that sleeps in its driver and sends Reached when its word moves while the
+// progress thread sleeps. A reaper thread waits for the work of devices whose client went or
+// let them go, stops them and frees what the client held, while the others are served.
 #include <rig/remote.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -38,10 +43,6 @@ const std::vector<std::string>& known_devices() {
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 // The watcher's longest sleep in the driver before it looks at its stop flag.
 constexpr auto kWatchSlice = std::chrono::milliseconds(20);
-// How long the service thread and the watchers spin for the next event before they sleep:
-// a futex wake-up costs tens of microseconds on these machines (DESIGN.md), a round trip's
-// next message usually comes sooner.
-constexpr std::uint64_t kSpinNs = 50'000;
 // The most values a submit may come ahead of the next one.
 constexpr std::uint64_t kAheadMost = 1 << 16;
 
@@ -57,13 +58,17 @@ bool same_token(std::string_view a, std::string_view b) {
 }
 
 // A region a client holds: memory of the device, or a window of host memory the agent keeps
-// for the client's mapped host memory (its bytes travel in Submit and Reached).
+// for the client's mapped host memory, whose bytes it gets from the client's memory before a
+// value that reads them and puts back before it reports a value that wrote them (UCX RMA).
 struct Held {
   edge::Region region;
   std::uint64_t address = 0;
   std::intptr_t handle = 0;
   std::uint64_t bytes = 0;
   std::byte* window = nullptr;  // the window's memory, or null for device memory
+  ucp_mem_h window_memh = nullptr;  // the window's registration
+  std::uint64_t client = 0;         // the client's address of the memory's first byte
+  ucp_rkey_h rkey = nullptr;        // the client's key to it, unpacked for its endpoint
 };
 
 // A function of an image, as a launch names it.
@@ -92,8 +97,10 @@ struct Served {
   std::vector<EntryRecord> entries;               // a launch's entry is its index + 1
 
   // Shared with the watcher.
+  std::mutex report_mutex;  // one report at a time: the progress thread's or the watcher's
   std::mutex mutex;
   std::map<std::uint64_t, std::vector<wire::Range>> downloads;  // by value
+  std::map<std::uint64_t, std::array<std::uint64_t, 2>> times;   // timed values' start and end
   std::uint64_t sent = 0;  // the word as the last Reached gave it
   std::atomic<bool> lost{false};
   std::atomic<bool> stopping{false};
@@ -104,8 +111,12 @@ struct Served {
 
   // The parts of the submission being handed over, as rig_edge.h has them.
   std::vector<rig_part> parts;
-  std::deque<std::vector<rig_box>> boxes;
+  std::deque<std::vector<rig_box>> boxes;          // by the wire's part
+  std::deque<std::vector<std::uint32_t>> afters;   // by the wire's part: what it follows here
+  std::vector<std::int64_t> placed;                // the wire's part → its index in parts, or -1
+
   std::vector<std::byte> reached_bytes;
+  std::vector<ucs_status_ptr_t> rma;  // the report's puts and flush
   std::map<std::uint64_t, wire::Submit> ahead;  // values that came before the one after submitted
 };
 
@@ -115,11 +126,10 @@ struct Client {
   std::vector<std::unique_ptr<Served>> devices;
 };
 
-struct Event {
-  enum Kind { Accepted, Message, Gone } kind;
-  ucp_ep_h ep;
-  std::vector<std::byte> bytes;
-  ucs_status_t status = UCS_OK;
+// Devices to stop and free, and the endpoint to close once they are, for the reaper.
+struct Reaping {
+  std::vector<std::unique_ptr<Served>> devices;
+  ucp_ep_h ep = nullptr;  // null: the client stays
 };
 
 class AgentImpl final : public Agent {
@@ -128,14 +138,15 @@ class AgentImpl final : public Agent {
       : options_(std::move(options)), token_(std::move(token)) {}
 
   ~AgentImpl() override {
-    {
-      std::lock_guard g(queue_mutex_);
-      quit_ = true;
-    }
-    queue_cv_.notify_all();
-    if (service_.joinable()) service_.join();
+    if (worker_) worker_->mute();  // no handler runs from here on
     for (auto& [ep, c] : clients_) leave(c);
     clients_.clear();
+    {
+      std::lock_guard g(reap_mutex_);
+      quit_ = true;
+    }
+    reap_cv_.notify_all();
+    if (reaper_.joinable()) reaper_.join();
     worker_.reset();
   }
 
@@ -144,15 +155,17 @@ class AgentImpl final : public Agent {
     if (!where) return std::unexpected(where.error());
     try {
       worker_ = std::make_unique<ucx::Worker>(ucx::Handlers{
-          [this](ucp_ep_h from, std::span<const std::byte> m) {
-            post(Event{Event::Message, from, {m.begin(), m.end()}});
+          [this](ucp_ep_h from, std::span<const std::byte> m) { on_message(from, m); },
+          [this](ucp_ep_h ep, ucs_status_t) { gone(ep); },
+          [this](ucp_ep_h ep) {
+            clients_[ep].ep = ep;
+            client_count_.store(clients_.size());
           },
-          [this](ucp_ep_h ep, ucs_status_t st) { post(Event{Event::Gone, ep, {}, st}); },
-          [this](ucp_ep_h ep) { post(Event{Event::Accepted, ep, {}}); }});
+          [this] { return report_all(); }});
     } catch (const std::exception& e) {
       return std::unexpected(std::string(e.what()));
     }
-    service_ = std::thread([this] { serve(); });
+    reaper_ = std::thread([this] { reap(); });
     auto listening = worker_->listen(*where);
     if (!listening) return std::unexpected(listening.error());
     address_ = fmt::format("{}:{}", listening->host, listening->port);
@@ -165,59 +178,65 @@ class AgentImpl final : public Agent {
   std::uint64_t held_bytes() const override { return held_.load(); }
 
  private:
-  void post(Event e) {
+  // A message from the client at `from` (the progress thread's).
+  void on_message(ucp_ep_h from, std::span<const std::byte> bytes) {
+    auto it = clients_.find(from);
+    if (it == clients_.end()) {
+      ++dropped_;
+      return;
+    }
+    handle(it->second, bytes);
+  }
+
+  // The client at `ep` went: the reaper stops its devices and frees what it held.
+  void gone(ucp_ep_h ep) {
+    auto it = clients_.find(ep);
+    if (it == clients_.end()) return;
+    Reaping r{std::move(it->second.devices), ep};
+    clients_.erase(it);
+    client_count_.store(clients_.size());
+    hand_to_reaper(std::move(r));
+  }
+
+  void hand_to_reaper(Reaping r) {
     {
-      std::lock_guard g(queue_mutex_);
-      queue_.push_back(std::move(e));
-      queued_.fetch_add(1, std::memory_order_release);
+      std::lock_guard g(reap_mutex_);
+      reaping_.push_back(std::move(r));
     }
-    queue_cv_.notify_one();
+    reap_cv_.notify_one();
   }
 
-  // Spins up to kSpinNs for an event, before the service thread sleeps on the queue.
-  void spin_for_event() {
-    host::Spin spin(kSpinNs / 2, kSpinNs);
-    while (queued_.load(std::memory_order_acquire) == 0 && spin.spin()) {
-    }
-  }
-
-  void serve() {
+  // The reaper: releases the devices handed to it, then closes their client's endpoint.
+  void reap() {
+    std::unique_lock g(reap_mutex_);
     while (true) {
-      Event e;
-      spin_for_event();
-      {
-        std::unique_lock g(queue_mutex_);
-        queue_cv_.wait_for(g, std::chrono::milliseconds(50), [&] { return quit_ || !queue_.empty(); });
-        if (quit_) return;
-        if (queue_.empty()) {
-          g.unlock();
-          for (auto& [ep, c] : clients_)
-            for (auto& s : c.devices)
-              if (s) settle(*s);
-          continue;
-        }
-        e = std::move(queue_.front());
-        queue_.pop_front();
-        queued_.fetch_sub(1, std::memory_order_relaxed);
-      }
-      if (e.kind == Event::Accepted) {
-        clients_[e.ep].ep = e.ep;
-        client_count_.store(clients_.size());
-      } else if (e.kind == Event::Gone) {
-        auto it = clients_.find(e.ep);
-        if (it == clients_.end()) continue;
-        leave(it->second);
-        clients_.erase(it);
-        client_count_.store(clients_.size());
-      } else {
-        auto it = clients_.find(e.ep);
-        if (it == clients_.end()) {
-          ++dropped_;
-          continue;
-        }
-        handle(it->second, e.bytes);
-      }
+      reap_cv_.wait(g, [&] { return quit_ || !reaping_.empty(); });
+      if (reaping_.empty()) return;
+      Reaping r = std::move(reaping_.front());
+      reaping_.pop_front();
+      g.unlock();
+      for (auto& s : r.devices)
+        if (s) release(*s);
+      r.devices.clear();
+      if (r.ep) worker_->close(r.ep);
+      g.lock();
     }
+  }
+
+  // Sends Reached for each served device whose word moved, and runs the frees and unloads
+  // the values it reported allow (the progress thread's idle rounds). True if it sent one.
+  bool report_all() {
+    bool sent = false;
+    for (auto& [ep, c] : clients_)
+      for (auto& s : c.devices) {
+        if (!s || s->stopped) continue;
+        std::unique_lock r(s->report_mutex, std::try_to_lock);
+        if (!r.owns_lock()) continue;
+        if (report(*s)) sent = true;
+        r.unlock();
+        if (!s->frees.empty() || !s->unloads.empty()) settle(*s);
+      }
+    return sent;
   }
 
   template <class T>
@@ -246,7 +265,9 @@ class AgentImpl final : public Agent {
         return send(c, wire::Welcome{false, "wrong token", {}});
       }
       c.admitted = true;
-      return send(c, wire::Welcome{true, "", served_names()});
+      if (std::getenv("RIG_SERVE_VERBOSE"))
+        fmt::print(stderr, "rig serve: a client admitted, over {}\n", worker_->transports(c.ep));
+      return send(c, wire::Welcome{true, "", served_names(), rig_now_ns()});
     }
     std::visit([&](auto& x) { on(c, x); }, m);
   }
@@ -282,6 +303,8 @@ class AgentImpl final : public Agent {
 
   void on(Client&, const wire::Hello&) { drop("a second hello"); }
 
+  void on(Client& c, const wire::Clock& m) { reply(c, m.request, wire::kOk, {}, rig_now_ns()); }
+
   void on(Client& c, const wire::Open& m) {
     wire::Opened o;
     o.request = m.request;
@@ -296,7 +319,18 @@ class AgentImpl final : public Agent {
     s->ep = c.ep;
     s->worker = worker_.get();
     try {
-      s->driver = m.device == "CPU" ? cpu::make_host_driver(&s->word) : cpu::make_memory_driver(&s->word);
+      auto extra = std::find_if(options_.openers.begin(), options_.openers.end(),
+                                [&](const edge::Opener<>& o) { return o.name == m.device; });
+      if (extra != options_.openers.end()) {
+        auto made = extra->make(&s->word);
+        if (!made) {
+          o.why = fmt::format("{} could not open {}: {}", address_, m.device, made.error());
+          return send(c, o);
+        }
+        s->driver = std::move(*made);
+      } else {
+        s->driver = m.device == "CPU" ? cpu::make_host_driver(&s->word) : cpu::make_memory_driver(&s->word);
+      }
       s->facts = s->driver->facts();
     } catch (const std::exception& e) {
       o.why = fmt::format("{} could not open {}: {}", address_, m.device, e.what());
@@ -358,28 +392,49 @@ class AgentImpl final : public Agent {
     if (m.bytes == 0 || m.bytes % 4096 != 0 || m.bytes > s->facts.budget)
       return reply(c, m.request, wire::kError, fmt::format("a window of {} bytes, not a multiple of 4096 bytes "
                                                            "within the device's budget", m.bytes));
+    if (m.address == 0 || m.address + m.bytes < m.address)
+      return reply(c, m.request, wire::kError, fmt::format("{} bytes from address {:#x}, which wrap", m.bytes,
+                                                           m.address));
+    auto rkey = worker_->unpack(c.ep, m.rkey);
+    if (!rkey) return reply(c, m.request, wire::kError, rkey.error());
     auto* window = static_cast<std::byte*>(std::aligned_alloc(4096, m.bytes));
-    if (!window) return reply(c, m.request, wire::kNone);
+    if (!window) {
+      worker_->destroy(*rkey);
+      return reply(c, m.request, wire::kNone);
+    }
+    auto registration = worker_->register_memory(window, m.bytes);
+    if (!registration) {
+      worker_->destroy(*rkey);
+      std::free(window);
+      return reply(c, m.request, wire::kError, registration.error());
+    }
+    // Frees what was made for the window, where it goes no further.
+    auto undo = [&] {
+      worker_->unregister(registration->memh);
+      worker_->destroy(*rkey);
+      std::free(window);
+    };
     edge::Mapping answer;
     edge::Location where;
     try {
       answer = s->driver->map_host(reinterpret_cast<std::uintptr_t>(window), m.bytes);
       if (auto* r = std::get_if<edge::Region>(&answer)) where = s->driver->locate(*r);
     } catch (const std::exception& e) {
-      std::free(window);
+      undo();
       lose(c, *s, fmt::format("fault while mapping {} bytes of host memory: {}", m.bytes, e.what()));
       return reply(c, m.request, wire::kError, e.what());
     }
     auto* r = std::get_if<edge::Region>(&answer);
     if (!r) {
-      std::free(window);
+      undo();
       if (std::holds_alternative<edge::NoRoom>(answer)) return reply(c, m.request, wire::kNone);
       return reply(c, m.request, wire::kError, "the device maps no host memory");
     }
     const std::uint64_t id = s->next_id++;
     {
       std::lock_guard g(s->mutex);
-      s->regions[id] = Held{*r, where.address.value_or(0), where.handle, m.bytes, window};
+      s->regions[id] = Held{*r,      where.address.value_or(0), where.handle, m.bytes, window, registration->memh,
+                            m.address, *rkey};
     }
     reply(c, m.request, wire::kOk, {}, id, where.address.value_or(0), 0, m.bytes);
   }
@@ -476,14 +531,20 @@ class AgentImpl final : public Agent {
     Served* s = &served;
     char why[RIG_WHY] = {};
     if (!translate(*s, m.parts, why)) return lose(c, *s, fmt::format("value {}: {}", m.value, why));
-    for (const auto& u : m.uploads) {
-      const Held* w = window(*s, u.region, u.offset, u.bytes.size());
-      if (!w) return lose(c, *s, fmt::format("value {}: an upload outside its window", m.value));
-      std::memcpy(w->window + u.offset, u.bytes.data(), u.bytes.size());
-    }
+    for (const auto& u : m.uploads)
+      if (!window(*s, u.region, u.offset, u.length))
+        return lose(c, *s, fmt::format("value {}: a read of mapped host memory outside what the client mapped", m.value));
     for (const auto& d : m.downloads)
       if (!window(*s, d.region, d.offset, d.length))
-        return lose(c, *s, fmt::format("value {}: a download outside its window", m.value));
+        return lose(c, *s, fmt::format("value {}: a write of mapped host memory outside what the client mapped", m.value));
+    // The bytes its parts read of the client's memory: one get each, all in flight at once.
+    rma_.clear();
+    for (const auto& u : m.uploads) {
+      const Held& w = s->regions.at(u.region);
+      rma_.push_back(worker_->get(s->ep, w.window + u.offset, u.length, w.client + u.offset, w.rkey, w.window_memh));
+    }
+    if (auto failed = finish_all(rma_))
+      return lose(c, *s, fmt::format("value {}: getting the client's memory failed: {}", m.value, *failed));
     if (!m.downloads.empty()) {
       std::lock_guard g(s->mutex);
       s->downloads[m.value] = m.downloads;
@@ -515,8 +576,16 @@ class AgentImpl final : public Agent {
         }
       }
     }
+    // A timed value's times, where its driver writes them before its word shows it (no
+    // settle, which would be a second caller of its C functions beside the service's).
+    std::uint64_t* times = nullptr;
+    if (m.timed && s->c->settle == nullptr) {
+      std::lock_guard g(s->mutex);
+      times = s->times[m.value].data();
+      times[0] = times[1] = 0;
+    }
     const char* failure = "the driver gave no reason";
-    const int rc = s->c->submit(s->facts.edge, s->parts.data(), count, nullptr, 0, m.value, nullptr, &failure);
+    const int rc = s->c->submit(s->facts.edge, s->parts.data(), count, nullptr, 0, m.value, times, &failure);
     if (rc == RIG_FAILED) return lose(c, *s, failure ? failure : "submit failed");
     s->submitted = m.value;
     if (rc == RIG_OK && s->c->commit(s->facts.edge, m.value, &failure) == RIG_FAILED)
@@ -550,6 +619,15 @@ class AgentImpl final : public Agent {
     reply(c, m.request, wire::kOk, {}, sent);
   }
 
+  // Finishes the RMA requests: UCX's reason for the first that failed, or nullopt.
+  std::optional<std::string> finish_all(std::vector<ucs_status_ptr_t>& requests) {
+    std::optional<std::string> failed;
+    for (auto r : requests)
+      if (const ucs_status_t st = worker_->finish(r); st != UCS_OK && !failed) failed = ucx::status_text(st);
+    requests.clear();
+    return failed;
+  }
+
   // The window `region` of s if [offset, offset + n) lies in it, else null.
   static const Held* window(const Served& s, std::uint64_t region, std::uint64_t offset, std::uint64_t n) {
     auto it = s.regions.find(region);
@@ -580,20 +658,30 @@ class AgentImpl final : public Agent {
 
   // Turns the wire's parts into s->parts, checking every queue, kind, region, box, entry and
   // reference against what the client holds; false with the reason in why where one is wrong.
+  // A fill is a function of the client's process, which the client called at its hand-over:
+  // it is left out here, and the parts after it follow what it followed.
   bool translate(Served& s, const std::vector<wire::Part>& in, char* why) {
-    s.parts.assign(in.size(), rig_part{});
+    s.parts.clear();
+    s.placed.assign(in.size(), -1);
     s.boxes.resize(std::max(s.boxes.size(), in.size()));
+    s.afters.resize(std::max(s.afters.size(), in.size()));
     for (std::uint32_t i = 0; i < in.size(); ++i) {
       const wire::Part& w = in[i];
-      rig_part& p = s.parts[i];
       if (w.queue >= s.facts.queues.size())
         return rig_never(why, "part %u: queue %u, but the device has %zu", i, w.queue, s.facts.queues.size()), false;
       for (auto a : w.after)
         if (a >= i) return rig_never(why, "part %u follows part %u, which is not before it", i, a), false;
+      if (w.kind == RIG_KIND_FILL) continue;
+      auto& after = s.afters[i];
+      after.clear();
+      for (auto a : w.after)
+        if (s.placed[a] >= 0) after.push_back(std::uint32_t(s.placed[a]));
+      s.placed[i] = std::int64_t(s.parts.size());
+      rig_part& p = s.parts.emplace_back();
       p.queue = w.queue;
       p.kind = w.kind;
-      p.after = w.after.data();
-      p.after_count = std::uint32_t(w.after.size());
+      p.after = after.data();
+      p.after_count = std::uint32_t(after.size());
       if (w.kind == RIG_KIND_WORDS) {
         p.work.words = {w.words.data(), w.words.size()};
       } else if (w.kind == RIG_KIND_COPY) {
@@ -681,6 +769,8 @@ class AgentImpl final : public Agent {
     if (it == s.regions.end()) return;
     s.driver->free(it->second.region);
     if (it->second.window) {
+      worker_->unregister(it->second.window_memh);
+      worker_->destroy(it->second.rkey);
       std::free(it->second.window);
     } else {
       held_ -= it->second.bytes;
@@ -710,13 +800,14 @@ class AgentImpl final : public Agent {
     s.stopped = true;
     s.stopping = true;
     if (s.watcher.joinable()) s.watcher.join();
-    report(s);
+    report_now(s);
     s.driver->stop(why);
-    report(s);
+    report_now(s);
   }
 
-  // Sends Reached if s's word moved since the last one, with what its work wrote to windows.
-  // True if it sent one.
+  // Sends Reached if s's word moved since the last one, once what its work wrote to windows
+  // is put back into the client's memory and flushed there. True if it sent one (s's
+  // report_mutex held).
   bool report(Served& s) {
     const std::uint64_t w = __atomic_load_n(&s.word, __ATOMIC_ACQUIRE);
     std::uint64_t from;
@@ -728,12 +819,34 @@ class AgentImpl final : public Agent {
     wire::Reached r{s.id, from, w, {}};
     {
       std::lock_guard g(s.mutex);
+      for (auto it = s.times.begin(); it != s.times.end() && it->first <= w; it = s.times.erase(it))
+        r.times.push_back({it->first, it->second[0], it->second[1]});
+      s.rma.clear();
       for (auto it = s.downloads.begin(); it != s.downloads.end() && it->first <= w;) {
         for (const auto& d : it->second) {
           const Held& h = s.regions.at(d.region);  // checked at submit; freed only once sent
-          r.downloads.push_back({d.region, d.offset, {h.window + d.offset, h.window + d.offset + d.length}});
+          s.rma.push_back(
+              s.worker->put(s.ep, h.window + d.offset, d.length, h.client + d.offset, h.rkey, h.window_memh));
         }
         it = s.downloads.erase(it);
+      }
+      if (!s.rma.empty()) {
+        s.rma.push_back(s.worker->flush(s.ep));
+        std::optional<std::string> failed;
+        for (auto q : s.rma)
+          if (const ucs_status_t st = s.worker->finish(q); st != UCS_OK && !failed) failed = ucx::status_text(st);
+        s.rma.clear();
+        if (failed) {
+          // The client cannot see those bytes: its device is lost, not its word raised.
+          if (!s.lost.exchange(true)) {
+            wire::encode(wire::Lost{s.id, fmt::format("putting value {}'s bytes into the client's memory failed: {}",
+                                                      w, *failed)},
+                         s.reached_bytes);
+            s.worker->send(s.ep, s.reached_bytes);
+          }
+          s.sent = w;
+          return true;
+        }
       }
     }
     wire::encode(r, s.reached_bytes);
@@ -742,20 +855,20 @@ class AgentImpl final : public Agent {
     s.sent = w;
     return true;
   }
+  bool report_now(Served& s) {
+    std::lock_guard r(s.report_mutex);
+    return report(s);
+  }
 
   // Sends Reached each time s's word moves, with what its work wrote to windows.
   void watch(Served& s) {
     while (!s.stopping.load()) {
-      if (report(s)) continue;
+      if (report_now(s)) continue;
       std::uint64_t from;
       {
         std::lock_guard g(s.mutex);
         from = s.sent;
       }
-      host::Spin spin(kSpinNs / 2, kSpinNs);
-      while (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) <= from && spin.spin()) {
-      }
-      if (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) > from) continue;
       try {
         s.driver->sleep(from + 1, kWatchSlice);
       } catch (const std::exception& e) {
@@ -772,8 +885,9 @@ class AgentImpl final : public Agent {
   // held is freed.
   void on(Client& c, const wire::Close& m) {
     if (!device(c, m.device)) return;
-    release(*c.devices[m.device]);
-    c.devices[m.device].reset();
+    Reaping r;
+    r.devices.push_back(std::move(c.devices[m.device]));
+    hand_to_reaper(std::move(r));
   }
 
   void leave(Client& c) {
@@ -797,14 +911,14 @@ class AgentImpl final : public Agent {
   std::string token_;
   std::string address_;
   std::unique_ptr<ucx::Worker> worker_;
-  std::map<ucp_ep_h, Client> clients_;  // the service thread's
+  std::map<ucp_ep_h, Client> clients_;  // the progress thread's
   std::vector<std::byte> out_;
-  std::mutex queue_mutex_;
-  std::condition_variable queue_cv_;
-  std::deque<Event> queue_;
+  std::vector<ucs_status_ptr_t> rma_;  // a submit's gets
+  std::mutex reap_mutex_;
+  std::condition_variable reap_cv_;
+  std::deque<Reaping> reaping_;
   bool quit_ = false;
-  std::thread service_;
-  std::atomic<std::size_t> queued_{0};  // events in queue_
+  std::thread reaper_;
   std::atomic<std::size_t> client_count_{0};
   std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> held_{0};
@@ -816,7 +930,8 @@ Result<std::unique_ptr<Agent>> Agent::start(ServeOptions options) {
   auto t = token(options.token);
   if (!t) return std::unexpected(t.error());
   for (const auto& d : options.devices)
-    if (std::find(known_devices().begin(), known_devices().end(), d) == known_devices().end())
+    if (std::find(known_devices().begin(), known_devices().end(), d) == known_devices().end() &&
+        std::none_of(options.openers.begin(), options.openers.end(), [&](const auto& o) { return o.name == d; }))
       return std::unexpected(fmt::format("rig serve: no device {} here; it serves {}", d,
                                          fmt::join(known_devices(), ", ")));
   auto agent = std::make_unique<AgentImpl>(std::move(options), std::move(*t));

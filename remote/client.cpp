@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -44,6 +45,8 @@ namespace {
 constexpr auto kWelcomeLimit = std::chrono::seconds(5);
 constexpr auto kReplyLimit = std::chrono::seconds(30);
 constexpr auto kStopLimit = std::chrono::seconds(2);
+// Readings of the agent's clock at connection, of which the shortest round trip's is kept.
+constexpr int kClockReadings = 8;
 // How long a sleep spins on the word before it sleeps.
 constexpr std::uint64_t kSpinNs = 50'000;
 // Scratch of a part that fitted last time: this tag, then the hash of what room judges.
@@ -71,19 +74,41 @@ class Connection {
           [this](ucp_ep_h, ucs_status_t st) {
             lose(fmt::format("connection to {} lost: {}", address_, ucx::status_text(st)));
           },
-          [](ucp_ep_h) {}});
+          [](ucp_ep_h) {}, {}});
     } catch (const std::exception& e) {
       return std::unexpected(fmt::format("{}: {}", address_, e.what()));
     }
     auto ep = worker_->connect(where_);
     if (!ep) return std::unexpected(ep.error());
     ep_ = *ep;
+    const std::uint64_t sent_at = rig_now_ns();
     send(wire::Hello{wire::kVersion, token});
     std::unique_lock g(mutex_);
     if (!cv_.wait_for(g, kWelcomeLimit, [&] { return welcome_ || !lost_.empty(); }))
       return std::unexpected(fmt::format("{} did not answer within {} s", address_, kWelcomeLimit.count()));
     if (!lost_.empty()) return std::unexpected(lost_);
     if (!welcome_->admitted) return std::unexpected(fmt::format("{} refused the token: {}", address_, welcome_->why));
+    // The agent read its clock about halfway between the hello's sending and the welcome's
+    // arrival: the offset of its clock from this one, within half that round trip.
+    clock_offset_ = std::int64_t(welcome_->now) - std::int64_t(sent_at + (welcome_at_ - sent_at) / 2);
+    g.unlock();
+    // The first round trip is slow (the connection's set-up): the shortest of a few more
+    // readings bounds the offset's error better.
+    std::uint64_t best = welcome_at_ - sent_at;
+    for (int i = 0; i < kClockReadings; ++i) {
+      const std::uint64_t asked = rig_now_ns();
+      wire::Message answer;
+      try {
+        answer = request(wire::Clock{});
+      } catch (const edge::Fault& e) {
+        return std::unexpected(std::string(e.what()));
+      }
+      const std::uint64_t answered = rig_now_ns();
+      auto* r = std::get_if<wire::Reply>(&answer);
+      if (!r || answered - asked >= best) continue;
+      best = answered - asked;
+      clock_offset_ = std::int64_t(r->a) - std::int64_t(asked + best / 2);
+    }
     return welcome_->devices;
   }
 
@@ -123,10 +148,16 @@ class Connection {
     devices_.erase(id);
   }
 
+  // Progresses the connection on this thread, unless another thread does now.
+  void poll() { worker_->poll(); }
+  ucx::Worker& worker() { return *worker_; }
+
   std::mutex& mutex() { return mutex_; }
   std::condition_variable& cv() { return cv_; }
   // Why it was lost, or "" (mutex held).
   const std::string& lost() const { return lost_; }
+  // The agent's clock minus this process's (rig_now_ns), as the welcome measured it.
+  std::int64_t clock_offset() const { return clock_offset_; }
 
  private:
   void on_message(std::span<const std::byte> bytes);
@@ -139,6 +170,8 @@ class Connection {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::optional<wire::Welcome> welcome_;
+  std::uint64_t welcome_at_ = 0;
+  std::int64_t clock_offset_ = 0;
   std::string lost_;
   std::uint64_t requests_ = 0;
   std::map<std::uint64_t, std::optional<wire::Message>> waiting_;
@@ -173,8 +206,9 @@ Result<std::shared_ptr<Connection>> connection(const std::string& address, const
 struct Region {
   std::uint64_t address = 0;
   std::uint64_t bytes = 0;
-  std::byte* host = nullptr;  // a window's host memory; null for device memory
+  std::byte* host = nullptr;  // mapped host memory; null for device memory
   bool pinned = false;        // host memory of its own (Pinned), freed with it
+  ucp_mem_h memh = nullptr;   // mapped host memory's registration for the agent's RMA
 };
 
 struct EntryRecord {
@@ -205,6 +239,9 @@ class RemoteDevice final : public edge::Driver {
         if (k != RIG_KIND_FILL) queue.runs.push_back(Kind(k));
       f.queues.push_back(std::move(queue));
     }
+    // A fill is a function of this process: submit calls it at the hand-over, on the first
+    // queue, with no queue context (NULL), as a device without a queue of its own does.
+    if (!f.queues.empty()) f.queues[0].runs.push_back(Kind::Fill);
     if (opened_.copy_engine >= 0) f.copy_engine = opened_.copy_engine;
     f.completion = edge::Completion::Host;
     f.waits = {false, false};
@@ -231,17 +268,23 @@ class RemoteDevice final : public edge::Driver {
     return edge::Region{std::uintptr_t(r.a)};
   }
 
+  // rig frees a region once the values that use it are reached, and the agent's puts to
+  // mapped host memory are done before the value that made them is: no RMA is in flight
+  // on the registration it drops.
   void free(edge::Region region) override {
     std::byte* owned = nullptr;
+    ucp_mem_h memh = nullptr;
     {
       std::lock_guard g(regions_mutex_);
       if (auto it = regions_.find(region.id); it != regions_.end()) {
         if (it->second.pinned) owned = it->second.host;
+        memh = it->second.memh;
         by_address_.erase(it->second.address);
         regions_.erase(it);
       }
     }
     c_->send(wire::Free{id_, region.id});
+    c_->worker().unregister(memh);
     std::free(owned);
   }
 
@@ -253,14 +296,12 @@ class RemoteDevice final : public edge::Driver {
     return edge::Location{r.address, host, std::intptr_t(region.id)};
   }
 
+  // Registers the memory with UCX and sends its key: the agent gets and puts its bytes.
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override {
-    auto r = reply(c_->request(wire::MapHost{0, id_, bytes}));
-    if (r.status == wire::kNone) return edge::NoRoom{};
-    if (r.status != wire::kOk) return edge::Never{};
-    std::lock_guard g(regions_mutex_);
-    regions_[r.a] = Region{r.b, bytes, reinterpret_cast<std::byte*>(host)};
-    by_address_[r.b] = r.a;
-    return edge::Region{std::uintptr_t(r.a)};
+    auto m = mapped(reinterpret_cast<std::byte*>(host), bytes, false);
+    if (!m) return edge::NoRoom{};
+    if (*m == 0) return edge::Never{};
+    return edge::Region{std::uintptr_t(*m)};
   }
 
   Result<edge::Code> image(std::span<const std::byte> binary) override {
@@ -291,11 +332,11 @@ class RemoteDevice final : public edge::Driver {
     return edge::Grown{};
   }
 
-  // Spins briefly (the progress thread stores the word), then sleeps until it is woken.
+  // Spins briefly, progressing the connection itself so that the Reached that shows v needs
+  // no hand-off from the progress thread, then sleeps until the progress thread wakes it.
   void sleep(std::uint64_t v, std::chrono::nanoseconds most) override {
     host::Spin spin(kSpinNs / 2, kSpinNs);
-    while (shown() < v && !lost_flag_.load(std::memory_order_acquire) && spin.spin()) {
-    }
+    while (shown() < v && !lost_flag_.load(std::memory_order_acquire) && spin.spin()) c_->poll();
     std::unique_lock g(c_->mutex());
     c_->cv().wait_for(g, most, [&] { return shown() >= v || !lost_.empty(); });
     if (!lost_.empty()) throw edge::Fault(lost_);
@@ -321,8 +362,8 @@ class RemoteDevice final : public edge::Driver {
     auto mix = [&](std::uint64_t x) { hash = (hash ^ x) * 1099511628211ull; };
     for (std::uint32_t i = 0; i < count; ++i) {
       const rig_part& p = parts[i];
-      if (p.kind == RIG_KIND_FILL)
-        return rig_never(why, "part %u: a fill, a function of this process, which a remote device cannot call", i);
+      if (p.kind == RIG_KIND_FILL && p.work.fill.fn == nullptr)
+        return rig_never(why, "part %u: a fill without a function", i);
       mix(p.queue), mix(p.kind), mix(p.after_count);
       if (p.kind == RIG_KIND_WORDS) mix(p.work.words.count);
       if (p.kind == RIG_KIND_COPY) mix(p.work.copy.count), mix(std::uint64_t(p.work.copy.fill));
@@ -359,10 +400,23 @@ class RemoteDevice final : public edge::Driver {
     return RIG_FITS;
   }
 
-  int submit(const rig_part* parts, std::uint32_t count, std::uint64_t v, const char** failure) {
+  int submit(const rig_part* parts, std::uint32_t count, std::uint64_t v, std::uint64_t* times,
+             const char** failure) {
     if (const char* why = refusal()) {
       *failure = why;
       return RIG_FAILED;
+    }
+    // The fills, in the order of their parts, before the value leaves: a fill that fails
+    // fails the submit, and the value never reaches the agent.
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (parts[i].kind != RIG_KIND_FILL) continue;
+      const rig_fill& f = parts[i].work.fill;
+      if (const int code = f.fn(nullptr, f.arg, v); code != 0) {
+        std::snprintf(fill_failure_, sizeof fill_failure_, "fill returned %d at value %llu", code,
+                      static_cast<unsigned long long>(v));
+        *failure = fill_failure_;
+        return RIG_FAILED;
+      }
     }
     submit_.device = id_;
     submit_.value = v;
@@ -370,6 +424,11 @@ class RemoteDevice final : public edge::Driver {
     submit_.uploads.clear();
     submit_.downloads.clear();
     for (std::uint32_t i = 0; i < count; ++i) to_wire(parts[i], submit_.parts[i], &submit_);
+    submit_.timed = times != nullptr;
+    if (times) {
+      std::lock_guard g(c_->mutex());
+      timed_[v] = times;
+    }
     c_->send(submit_);
     return RIG_COMMITTED;
   }
@@ -411,19 +470,20 @@ class RemoteDevice final : public edge::Driver {
     return lost_flag_.load(std::memory_order_acquire) ? lost_.c_str() : nullptr;
   }
 
+  // Writes the timed values' times, shifted to this process's clock, then raises the word.
+  // A value's start never comes before the end of the value written before it.
   void apply(const wire::Reached& r) {
-    {
-      std::lock_guard g(regions_mutex_);
-      for (const auto& d : r.downloads) {
-        auto it = regions_.find(d.region);
-        if (it == regions_.end() || !it->second.host || d.offset > it->second.bytes ||
-            d.bytes.size() > it->second.bytes - d.offset) {
-          lose(fmt::format("{} sent {} bytes for a window this device has not mapped there", c_->address(),
-                           d.bytes.size()));
-          continue;
-        }
-        std::memcpy(it->second.host + d.offset, d.bytes.data(), d.bytes.size());
+    for (const auto& t : r.times) {
+      auto it = timed_.find(t.value);
+      if (it == timed_.end()) continue;
+      if (t.start != 0 && t.end != 0) {
+        const std::uint64_t start = std::max(last_end_, std::uint64_t(std::int64_t(t.start) - c_->clock_offset()));
+        const std::uint64_t end = std::max(start, std::uint64_t(std::int64_t(t.end) - c_->clock_offset()));
+        it->second[0] = start;
+        it->second[1] = end;
+        last_end_ = end;
       }
+      timed_.erase(it);
     }
     frontier_ = r.to;
     if (shown() < r.to) __atomic_store_n(word_, r.to, __ATOMIC_RELEASE);
@@ -434,28 +494,49 @@ class RemoteDevice final : public edge::Driver {
     throw edge::Fault(fmt::format("{} answered a request with a {} message", c_->address(), "different"));
   }
 
-  // Pinned memory: host memory of this process, mapped on the agent as a window, so that
-  // its bytes travel as a mapped window's do.
+  // `bytes` of host memory from `host`, registered and mapped on the agent: the region's id;
+  // nullopt where there is no room for it now, 0 where the agent refused it (`refused` set
+  // to its reason, where given).
+  std::optional<std::uint64_t> mapped(std::byte* host, std::size_t bytes, bool pinned, std::string* refused = nullptr) {
+    auto registration = c_->worker().register_memory(host, bytes);
+    if (!registration) return std::nullopt;
+    wire::Reply r;
+    try {
+      r = reply(c_->request(wire::MapHost{0, id_, bytes, reinterpret_cast<std::uint64_t>(host),
+                                          std::move(registration->rkey)}));
+    } catch (...) {
+      c_->worker().unregister(registration->memh);
+      throw;
+    }
+    if (r.status != wire::kOk) {
+      c_->worker().unregister(registration->memh);
+      if (r.status == wire::kNone) return std::nullopt;
+      if (refused) *refused = r.why;
+      return 0;
+    }
+    std::lock_guard g(regions_mutex_);
+    regions_[r.a] = Region{r.b, bytes, host, pinned, registration->memh};
+    by_address_[r.b] = r.a;
+    return r.a;
+  }
+
+  // Pinned memory: host memory of this process, mapped on the agent as map_host maps it.
   std::optional<edge::Region> pinned(std::size_t bytes) {
     const std::size_t rounded = (bytes + 4095) & ~std::size_t(4095);
     auto* host = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
     if (!host) return std::nullopt;
-    wire::Reply r;
+    std::optional<std::uint64_t> id;
+    std::string why;
     try {
-      r = reply(c_->request(wire::MapHost{0, id_, rounded}));
+      id = mapped(host, rounded, true, &why);
     } catch (...) {
       std::free(host);
       throw;
     }
-    if (r.status != wire::kOk) {
-      std::free(host);
-      if (r.status == wire::kNone) return std::nullopt;
-      throw std::invalid_argument(fmt::format("{}: {}", name_, r.why));
-    }
-    std::lock_guard g(regions_mutex_);
-    regions_[r.a] = Region{r.b, rounded, host, true};
-    by_address_[r.b] = r.a;
-    return edge::Region{std::uintptr_t(r.a)};
+    if (!id || *id == 0) std::free(host);
+    if (!id) return std::nullopt;
+    if (*id == 0) throw std::invalid_argument(fmt::format("{}: {}", name_, why));
+    return edge::Region{std::uintptr_t(*id)};
   }
 
   // The region that holds `address`, with its id and the address's offset into it; null,
@@ -485,8 +566,9 @@ class RemoteDevice final : public edge::Driver {
     return first < end ? std::pair{first, end} : std::pair{std::uint64_t(0), std::uint64_t(0)};
   }
 
-  // A part as it travels; for a submit, the bytes it reads of windows go with it and the
-  // ranges it writes there come back with the word.
+  // A part as it travels; for a submit, the ranges of mapped host memory it reads (which the
+  // agent gets before the parts run) and writes (which it puts back before the word shows
+  // the value) go with it.
   void to_wire(const rig_part& p, wire::Part& w, wire::Submit* s) {
     w.queue = p.queue;
     w.kind = p.kind;
@@ -515,8 +597,7 @@ class RemoteDevice final : public edge::Driver {
       if (c.fill >= 0) w.src_region = w.src_offset = 0;
       if (s && src && src->host) {
         auto [first, end] = extent(c, w.src_offset, true);
-        if (end > first && end <= src->bytes)
-          s->uploads.push_back({w.src_region, first, {src->host + first, src->host + end}});
+        if (end > first && end <= src->bytes) s->uploads.push_back({w.src_region, first, end - first});
       }
       if (s && dst && dst->host) {
         auto [first, end] = extent(c, w.dst_offset, false);
@@ -545,9 +626,12 @@ class RemoteDevice final : public edge::Driver {
   std::map<std::uint64_t, std::uint64_t> by_address_;  // a region's address → its id
   std::deque<EntryRecord> entries_;
   wire::Submit submit_;  // reused, so that a warm submit allocates little
+  char fill_failure_[96] = {};  // a failed fill's reason, which lives as long as the device
   // The connection's mutex guards these.
   std::uint64_t frontier_ = 0;
   std::map<std::uint64_t, wire::Reached> held_back_;
+  std::map<std::uint64_t, std::uint64_t*> timed_;  // timed values' pairs, until Reached brings them
+  std::uint64_t last_end_ = 0;
   std::string lost_;
   std::atomic<bool> lost_flag_{false};
 };
@@ -558,12 +642,13 @@ int remote_room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t 
   return device_of(edge).room(parts, count, waits, why);
 }
 int remote_submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait*, std::uint32_t,
-                  std::uint64_t v, std::uint64_t*, const char** failure) {
-  return device_of(edge).submit(parts, count, v, failure);
+                  std::uint64_t v, std::uint64_t* times, const char** failure) {
+  return device_of(edge).submit(parts, count, v, times, failure);
 }
 int remote_commit(void* edge, std::uint64_t, const char** failure) { return device_of(edge).commit(failure); }
 
-// Its queues wait for no producer, it times nothing and measures nothing.
+// Its queues wait for no producer; the agent times its values (their times come with the
+// Reached that shows them, before the word, so no settle); it measures nothing.
 constexpr rig_driver kRemoteTable{remote_room, remote_submit, remote_commit, nullptr, nullptr};
 
 RemoteDevice::RemoteDevice(std::shared_ptr<Connection> c, std::string name, wire::Opened o,
@@ -581,6 +666,7 @@ void Connection::on_message(std::span<const std::byte> bytes) {
   if (!decoded) return lose(fmt::format("{} sent a malformed message: {}", address_, decoded.error()));
   std::lock_guard g(mutex_);
   if (auto* w = std::get_if<wire::Welcome>(&*decoded)) {
+    welcome_at_ = rig_now_ns();
     welcome_ = std::move(*w);
   } else if (auto* o = std::get_if<wire::Opened>(&*decoded)) {
     if (auto it = waiting_.find(o->request); it != waiting_.end()) it->second = std::move(*decoded);

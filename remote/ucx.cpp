@@ -11,8 +11,12 @@
 
 #include <chrono>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <set>
 #include <stdexcept>
+
+#include "../host/futex.hpp"
 
 namespace rig::remote::ucx {
 namespace {
@@ -20,9 +24,12 @@ namespace {
 // The one active-message id the protocol uses: every message carries its type itself.
 constexpr unsigned kMessageId = 17;
 // How long the progress thread spins after an event before it sleeps on the event fd: a
-// round trip's reply usually comes within it, and a sleep's wake-up costs tens of
-// microseconds on these machines (DESIGN.md).
-constexpr auto kSpin = std::chrono::microseconds(200);
+// round trip's next message usually comes within it, and a sleep's wake-up costs tens of
+// microseconds on these machines (DESIGN.md). The first part is pure pauses, the rest
+// yields the CPU each round, so that on a machine with more runnable threads than cores
+// the spinner does not keep the thread it waits for off the CPU.
+constexpr std::uint64_t kSpinNs = 200'000;
+constexpr std::uint64_t kEagerNs = 20'000;
 // The longest the progress thread sleeps before it looks at its stop flag again.
 constexpr int kSleepMs = 100;
 // UCX's keepalive: a peer silent this long is probed, so a dead one is noticed within 2 s.
@@ -34,6 +41,14 @@ struct Worker::Buffer {
   Worker* worker = nullptr;
   std::vector<std::byte> bytes;
   ucp_ep_h ep = nullptr;  // for a rendezvous receive: who sent it
+};
+
+// What UCX's callbacks delivered, handed to the handlers after ucp_worker_progress returns.
+struct Worker::Event {
+  enum Kind { Message, Error, Accepted } kind = Message;
+  ucp_ep_h ep = nullptr;
+  std::unique_ptr<Buffer> message;  // a Message's bytes
+  ucs_status_t status = UCS_OK;
 };
 
 std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
@@ -80,7 +95,7 @@ Worker::Worker(Handlers handlers) : handlers_(std::move(handlers)) {
   if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) ucp_config_modify(config, "KEEPALIVE_INTERVAL", kKeepalive);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
   st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   if (st != UCS_OK) throw std::runtime_error("UCX: cannot start: " + status_text(st));
@@ -110,16 +125,17 @@ Worker::Worker(Handlers handlers) : handlers_(std::move(handlers)) {
 }
 
 Worker::~Worker() {
+  muted_.store(true);
   stopping_.store(true);
-  {
-    std::lock_guard g(mutex_);
-    ucp_worker_signal(worker_);
-  }
+  ucp_worker_signal(worker_);
   thread_.join();
-  std::lock_guard g(mutex_);
   if (listener_) ucp_listener_destroy(listener_);
   // Sends still in flight hold their buffers: progress them out before the worker goes.
   for (int i = 0; i < 1000 && ucp_worker_progress(worker_) != 0; ++i) {
+  }
+  {
+    std::lock_guard g(inbox_mutex_);
+    inbox_.clear();
   }
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
@@ -135,7 +151,6 @@ Result<Address> Worker::listen(const Address& address) {
   lp.sockaddr.addrlen = length;
   lp.conn_handler.cb = &Worker::on_connection;
   lp.conn_handler.arg = this;
-  std::lock_guard g(mutex_);
   ucs_status_t st = ucp_listener_create(worker_, &lp, &listener_);
   if (st != UCS_OK)
     return std::unexpected(fmt::format("cannot listen on {}:{}: {}", address.host, address.port, status_text(st)));
@@ -166,7 +181,6 @@ Result<ucp_ep_h> Worker::connect(const Address& address) {
   ep.err_handler.cb = &Worker::on_error;
   ep.err_handler.arg = this;
   ucp_ep_h out = nullptr;
-  std::lock_guard g(mutex_);
   const ucs_status_t st = ucp_ep_create(worker_, &ep, &out);
   if (st != UCS_OK)
     return std::unexpected(fmt::format("cannot connect to {}:{}: {}", address.host, address.port, status_text(st)));
@@ -201,7 +215,6 @@ bool Worker::send(ucp_ep_h ep, std::span<const std::byte> message) {
   p.flags = UCP_AM_SEND_FLAG_REPLY;
   p.cb.send = &Worker::on_sent;
   p.user_data = b.get();
-  std::lock_guard g(mutex_);
   ucs_status_ptr_t r = ucp_am_send_nbx(ep, kMessageId, nullptr, 0, b->bytes.data(), b->bytes.size(), &p);
   if (UCS_PTR_IS_PTR(r)) {
     b.release();  // on_sent gives it back
@@ -222,26 +235,30 @@ void Worker::close(ucp_ep_h ep) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  std::lock_guard g(mutex_);
   ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
   if (UCS_PTR_IS_PTR(r)) {
     while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker_);
     ucp_request_free(r);
   }
+  // Events its progress delivered wait in the inbox: the progress thread hands them over.
+  std::lock_guard g(inbox_mutex_);
+  if (!inbox_.empty()) ucp_worker_signal(worker_);
 }
 
 ucs_status_t Worker::on_message(void* arg, const void*, std::size_t, void* data, std::size_t length,
                                 const ucp_am_recv_param_t* param) {
   auto* self = static_cast<Worker*>(arg);
   ucp_ep_h from = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
+  auto b = self->buffer();
+  b->ep = from;
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-    self->handlers_.message(from, std::span(static_cast<const std::byte*>(data), length));
+    const auto* bytes = static_cast<const std::byte*>(data);
+    b->bytes.assign(bytes, bytes + length);
+    self->deliver(Event{Event::Message, from, std::move(b)});
     return UCS_OK;
   }
   // A large message: fetch it into a buffer of its own, then hand it over.
-  auto b = self->buffer();
   b->bytes.resize(length);
-  b->ep = from;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.recv_am = &Worker::on_rendezvous;
@@ -250,8 +267,7 @@ ucs_status_t Worker::on_message(void* arg, const void*, std::size_t, void* data,
   if (UCS_PTR_IS_PTR(r)) {
     b.release();
   } else if (UCS_PTR_STATUS(r) == UCS_OK) {
-    self->handlers_.message(from, b->bytes);
-    self->give_back(b.release());
+    self->deliver(Event{Event::Message, from, std::move(b)});
   } else {
     self->give_back(b.release());
   }
@@ -260,13 +276,16 @@ ucs_status_t Worker::on_message(void* arg, const void*, std::size_t, void* data,
 
 void Worker::on_rendezvous(void* request, ucs_status_t status, std::size_t, void* user_data) {
   auto* b = static_cast<Buffer*>(user_data);
-  if (status == UCS_OK) b->worker->handlers_.message(b->ep, b->bytes);
-  b->worker->give_back(b);
+  Worker* self = b->worker;
+  if (status == UCS_OK)
+    self->deliver(Event{Event::Message, b->ep, std::unique_ptr<Buffer>(b)});
+  else
+    self->give_back(b);
   ucp_request_free(request);
 }
 
 void Worker::on_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
-  static_cast<Worker*>(arg)->handlers_.error(ep, status);
+  static_cast<Worker*>(arg)->deliver(Event{Event::Error, ep, nullptr, status});
 }
 
 void Worker::on_connection(ucp_conn_request_h request, void* arg) {
@@ -279,32 +298,184 @@ void Worker::on_connection(ucp_conn_request_h request, void* arg) {
   ep.err_handler.cb = &Worker::on_error;
   ep.err_handler.arg = self;
   ucp_ep_h out = nullptr;
-  if (ucp_ep_create(self->worker_, &ep, &out) == UCS_OK) self->handlers_.accepted(out);
+  if (ucp_ep_create(self->worker_, &ep, &out) == UCS_OK) self->deliver(Event{Event::Accepted, out, nullptr});
+}
+
+void Worker::deliver(Event e) {
+  std::lock_guard g(inbox_mutex_);
+  inbox_.push_back(std::move(e));
+}
+
+unsigned Worker::turn() {
+  const unsigned events = ucp_worker_progress(worker_);
+  {
+    std::lock_guard g(inbox_mutex_);
+    if (inbox_.empty()) return events;
+    handing_.swap(inbox_);
+  }
+  for (auto& e : handing_) {
+    if (!muted_.load(std::memory_order_relaxed)) {
+      if (e.kind == Event::Message)
+        handlers_.message(e.ep, e.message->bytes);
+      else if (e.kind == Event::Error)
+        handlers_.error(e.ep, e.status);
+      else
+        handlers_.accepted(e.ep);
+    }
+    if (e.message) give_back(e.message.release());
+  }
+  const unsigned handed = unsigned(handing_.size());
+  handing_.clear();
+  return events + handed;
+}
+
+bool Worker::poll() {
+  std::unique_lock t(turn_, std::try_to_lock);
+  if (!t.owns_lock()) return false;
+  turn();
+  return true;
+}
+
+void Worker::mute() {
+  std::lock_guard t(turn_);
+  muted_.store(true);
+}
+
+Result<Worker::Registration> Worker::register_memory(void* address, std::size_t bytes) {
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = address;
+  mp.length = bytes;
+  Registration r;
+  ucs_status_t st = ucp_mem_map(context_, &mp, &r.memh);
+  if (st != UCS_OK) return std::unexpected(fmt::format("UCX cannot register {} bytes: {}", bytes, status_text(st)));
+  void* packed = nullptr;
+  std::size_t length = 0;
+  st = ucp_rkey_pack(context_, r.memh, &packed, &length);
+  if (st != UCS_OK) {
+    ucp_mem_unmap(context_, r.memh);
+    return std::unexpected(fmt::format("UCX cannot pack the key of {} bytes: {}", bytes, status_text(st)));
+  }
+  const auto* p = static_cast<const std::byte*>(packed);
+  r.rkey.assign(p, p + length);
+  ucp_rkey_buffer_release(packed);
+  return r;
+}
+
+void Worker::unregister(ucp_mem_h memh) {
+  if (memh) ucp_mem_unmap(context_, memh);
+}
+
+Result<ucp_rkey_h> Worker::unpack(ucp_ep_h ep, std::span<const std::byte> rkey) {
+  ucp_rkey_h out = nullptr;
+  const ucs_status_t st = ucp_ep_rkey_unpack(ep, rkey.data(), &out);
+  if (st != UCS_OK) return std::unexpected(fmt::format("a remote key UCX cannot unpack: {}", status_text(st)));
+  return out;
+}
+
+void Worker::destroy(ucp_rkey_h rkey) {
+  if (rkey) ucp_rkey_destroy(rkey);
+}
+
+namespace {
+
+ucp_request_param_t rma_param(ucp_mem_h memh) {
+  ucp_request_param_t p{};
+  if (memh) {
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh;
+  }
+  return p;
+}
+
+}  // namespace
+
+ucs_status_ptr_t Worker::put(ucp_ep_h ep, const void* local, std::size_t bytes, std::uint64_t remote,
+                             ucp_rkey_h rkey, ucp_mem_h memh) {
+  const ucp_request_param_t p = rma_param(memh);
+  return ucp_put_nbx(ep, local, bytes, remote, rkey, &p);
+}
+
+ucs_status_ptr_t Worker::get(ucp_ep_h ep, void* local, std::size_t bytes, std::uint64_t remote, ucp_rkey_h rkey,
+                             ucp_mem_h memh) {
+  const ucp_request_param_t p = rma_param(memh);
+  return ucp_get_nbx(ep, local, bytes, remote, rkey, &p);
+}
+
+ucs_status_ptr_t Worker::flush(ucp_ep_h ep) {
+  const ucp_request_param_t p{};
+  return ucp_ep_flush_nbx(ep, &p);
+}
+
+ucs_status_t Worker::finish(ucs_status_ptr_t request) {
+  if (!UCS_PTR_IS_PTR(request)) return UCS_PTR_STATUS(request);
+  ucs_status_t st;
+  while ((st = ucp_request_check_status(request)) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+  ucp_request_free(request);
+  // Events its progress delivered wait in the inbox: the progress thread hands them over.
+  std::lock_guard g(inbox_mutex_);
+  if (!inbox_.empty()) ucp_worker_signal(worker_);
+  return st;
+}
+
+std::string Worker::transports(ucp_ep_h ep) {
+  char* text = nullptr;
+  std::size_t length = 0;
+  FILE* f = ::open_memstream(&text, &length);
+  if (!f) return "unknown";
+  ucp_ep_print_info(ep, f);
+  std::fclose(f);
+  // Each lane's line ("lane[0]:  1:tcp/lo.0 md[1] ...") names its transport and device.
+  std::set<std::string> seen;
+  std::string out;
+  std::string_view all(text, length);
+  for (std::size_t at = 0; at < all.size();) {
+    std::size_t end = all.find('\n', at);
+    if (end == std::string_view::npos) end = all.size();
+    const std::string_view line = all.substr(at, end - at);
+    at = end + 1;
+    if (line.find("lane[") == std::string_view::npos) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    auto rest = line.substr(colon + 1);
+    rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+    // "1:tcp/lo.0": the resource's number, the transport and device, the path's number.
+    std::string name(rest.substr(0, rest.find_first_of(" \t")));
+    if (const auto number = name.find(':'); number != std::string::npos) name.erase(0, number + 1);
+    if (const auto path = name.rfind('.'); path != std::string::npos && path > name.find('/')) name.erase(path);
+    if (name.find('/') == std::string::npos || !seen.insert(name).second) continue;
+    if (!out.empty()) out += ',';
+    out += name;
+  }
+  std::free(text);
+  return out.empty() ? "unknown" : out;
 }
 
 void Worker::progress() {
-  using clock = std::chrono::steady_clock;
-  auto last = clock::now();
   while (!stopping_.load(std::memory_order_relaxed)) {
-    unsigned events;
-    {
-      std::lock_guard g(mutex_);
-      events = ucp_worker_progress(worker_);
+    host::Spin spin(kEagerNs, kSpinNs);
+    bool busy = true;
+    while (!stopping_.load(std::memory_order_relaxed)) {
+      // A thread in poll() holds the turn while it waits for its reply: this one then only
+      // spins, never sleeping on the lock (a futex hand-off costs tens of microseconds).
+      if (std::unique_lock t(turn_, std::try_to_lock); t.owns_lock())
+        busy = turn() != 0 || (handlers_.idle && !muted_.load(std::memory_order_relaxed) && handlers_.idle());
+      if (busy) break;
+      if (!spin.spin()) break;
     }
-    if (events != 0) {
-      last = clock::now();
-      continue;
-    }
-    if (clock::now() - last < kSpin) continue;
-    ucs_status_t st;
+    if (busy) continue;
+    ucs_status_t st = ucp_worker_arm(worker_);
     {
-      std::lock_guard g(mutex_);
-      st = ucp_worker_arm(worker_);
+      std::lock_guard g(inbox_mutex_);
+      if (!inbox_.empty()) st = UCS_ERR_BUSY;
     }
     if (st == UCS_ERR_BUSY) continue;
     pollfd pfd{efd_, POLLIN, 0};
     ::poll(&pfd, 1, kSleepMs);
-    last = clock::now();
+    // A sleep's end, timed out or woken: the idle hook looks once more (the agent's frees
+    // wait for the values it reports).
+    std::lock_guard t(turn_);
+    if (handlers_.idle && !muted_.load(std::memory_order_relaxed)) handlers_.idle();
   }
 }
 

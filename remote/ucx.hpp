@@ -31,7 +31,9 @@ struct Address {
 };
 Result<Address> parse_address(std::string_view address);
 
-// What a worker tells its owner, on its progress thread. The handlers may send.
+// What a worker tells its owner. The handlers run one at a time, in the order UCX delivered
+// the events, on whichever thread holds the worker's turn (its progress thread, or a thread
+// in poll()), outside UCX's own callbacks: they may send, close endpoints and block.
 struct Handlers {
   // A whole message from `from` (the endpoint to it).
   std::function<void(ucp_ep_h from, std::span<const std::byte> message)> message;
@@ -39,15 +41,21 @@ struct Handlers {
   std::function<void(ucp_ep_h ep, ucs_status_t status)> error;
   // A connection accepted on the listener: its endpoint.
   std::function<void(ucp_ep_h ep)> accepted;
+  // Called, where set, on each round of the progress thread's spin while UCX has nothing:
+  // true if it did something, which keeps the thread spinning. The agent sends Reached
+  // from it, so that a value reached while the thread spins needs no other thread.
+  std::function<bool()> idle;
 };
 
 // A UCX context and worker, and the thread that progresses it: it spins for a short while
-// after each event, then sleeps on the worker's event fd until UCX or a send wakes it. Every
-// call of the worker is made under one lock, so any thread may send.
+// after each event, then sleeps on the worker's event fd until UCX or a send wakes it. The
+// worker is UCX's thread-safe kind (UCS_THREAD_MODE_MULTI, whose lock spins), so any thread
+// may send.
 class Worker {
  public:
   // Made with the keepalive that notices a dead peer within 2 s (UCX_KEEPALIVE_INTERVAL may
-  // override it); throws std::runtime_error with UCX's reason when UCX cannot start.
+  // override it), for active messages and for puts and gets on registered memory; throws
+  // std::runtime_error with UCX's reason when UCX cannot start.
   explicit Worker(Handlers handlers);
   ~Worker();
   Worker(const Worker&) = delete;
@@ -60,11 +68,49 @@ class Worker {
   // Sends the message's bytes (copied: the caller may reuse them at once). False if UCX
   // refused it at once.
   bool send(ucp_ep_h ep, std::span<const std::byte> message);
-  // Closes an endpoint, dropping what it has not sent.
+  // Closes an endpoint, dropping what it has not sent. Handlers may call it: they run
+  // outside UCX's callbacks.
   void close(ucp_ep_h ep);
+  // Progresses the worker once and runs the handlers of what it delivered, if no other
+  // thread holds the worker's turn; true if it did. A waiting thread calls it while it
+  // spins, so that a reply needs no hand-off from the progress thread.
+  bool poll();
+  // After it returns no handler runs again; the progress thread only progresses UCX.
+  void mute();
+  // The transports the endpoint's lanes use, as UCX prints them ("tcp/lo", "posix/memory"),
+  // comma-separated and each once.
+  std::string transports(ucp_ep_h ep);
+
+  // --- RMA on registered memory ---
+
+  // `bytes` of this process's memory from `address`, registered with UCX, and its packed
+  // remote key, which a peer unpacks to get and put those bytes; Error with UCX's reason.
+  struct Registration {
+    ucp_mem_h memh = nullptr;
+    std::vector<std::byte> rkey;
+  };
+  Result<Registration> register_memory(void* address, std::size_t bytes);
+  void unregister(ucp_mem_h memh);
+  // A peer's packed remote key, unpacked for its endpoint `ep`; Error with UCX's reason.
+  Result<ucp_rkey_h> unpack(ucp_ep_h ep, std::span<const std::byte> rkey);
+  void destroy(ucp_rkey_h rkey);
+  // One put (local → the peer's `remote`) or get (the peer's `remote` → local) of `bytes`
+  // through `rkey`, with `memh` registering the local end (or null). Large transfers go by
+  // rendezvous, zero-copy where the transport can. Started, not finished: finish() waits.
+  ucs_status_ptr_t put(ucp_ep_h ep, const void* local, std::size_t bytes, std::uint64_t remote, ucp_rkey_h rkey,
+                       ucp_mem_h memh);
+  ucs_status_ptr_t get(ucp_ep_h ep, void* local, std::size_t bytes, std::uint64_t remote, ucp_rkey_h rkey,
+                       ucp_mem_h memh);
+  // Completes the endpoint's puts at the peer (ucp_ep_flush_nbx): a message sent after it
+  // arrives after their bytes. Started, not finished.
+  ucs_status_ptr_t flush(ucp_ep_h ep);
+  // Progresses the worker on this thread until `request` is done, and frees it: UCS_OK or
+  // UCX's error. Not from inside UCX's callbacks (handlers may call it).
+  ucs_status_t finish(ucs_status_ptr_t request);
 
  private:
   struct Buffer;
+  struct Event;
   static ucs_status_t on_message(void* arg, const void* header, std::size_t header_length, void* data,
                                  std::size_t length, const ucp_am_recv_param_t* param);
   static void on_rendezvous(void* request, ucs_status_t status, std::size_t length, void* user_data);
@@ -72,6 +118,11 @@ class Worker {
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   static void on_connection(ucp_conn_request_h request, void* arg);
   void progress();
+  // One turn: progress, then the handlers of what it delivered (turn_ held, the caller's).
+  // The number of events.
+  unsigned turn();
+  // Keeps what a UCX callback delivered for the turn's handlers.
+  void deliver(Event e);
   std::unique_ptr<Buffer> buffer();
   void give_back(Buffer* b);
 
@@ -80,9 +131,13 @@ class Worker {
   ucp_worker_h worker_ = nullptr;
   ucp_listener_h listener_ = nullptr;
   int efd_ = -1;
-  std::recursive_mutex mutex_;  // every call of the worker; handlers run under it
+  std::mutex turn_;             // who progresses and runs the handlers
+  std::mutex inbox_mutex_;
+  std::vector<Event> inbox_;    // delivered by UCX's callbacks, not yet handed over
+  std::vector<Event> handing_;  // being handed over (turn_)
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Buffer>> pool_;  // send buffers no send holds
+  std::atomic<bool> muted_{false};
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

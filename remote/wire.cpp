@@ -56,18 +56,18 @@ void part_fields(IO& io, P& p) {
   io(p.refs, "refs");
 }
 
-template <class IO, class S>
-void span_fields(IO& io, S& s) {
-  io(s.region, "span region");
-  io(s.offset, "span offset");
-  io.bytes(s.bytes, "span bytes", ~std::size_t(0));
-}
-
 template <class IO, class R>
 void range_fields(IO& io, R& r) {
-  io(r.region, "download region");
-  io(r.offset, "download offset");
-  io(r.length, "download length");
+  io(r.region, "range region");
+  io(r.offset, "range offset");
+  io(r.length, "range length");
+}
+
+template <class IO, class T>
+void timing_fields(IO& io, T& t) {
+  io(t.value, "timing value");
+  io(t.start, "timing start");
+  io(t.end, "timing end");
 }
 
 template <class IO, class Q>
@@ -82,8 +82,8 @@ template <class T> constexpr std::size_t kLeast = sizeof(T);
 template <> constexpr std::size_t kLeast<std::string> = 8;
 template <> constexpr std::size_t kLeast<Box> = 48;
 template <> constexpr std::size_t kLeast<Part> = 4 + 4 + 8;
-template <> constexpr std::size_t kLeast<Span> = 8 + 8 + 8;
 template <> constexpr std::size_t kLeast<Range> = 24;
+template <> constexpr std::size_t kLeast<Timing> = 24;
 template <> constexpr std::size_t kLeast<Queue> = 16;
 
 class Writer {
@@ -108,10 +108,10 @@ class Writer {
       box_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Part>) {
       part_fields(*this, v);
-    } else if constexpr (std::is_same_v<T, Span>) {
-      span_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Range>) {
       range_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Timing>) {
+      timing_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Queue>) {
       queue_fields(*this, v);
     } else {  // a list
@@ -159,10 +159,10 @@ class Reader {
       box_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Part>) {
       part_fields(*this, v);
-    } else if constexpr (std::is_same_v<T, Span>) {
-      span_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Range>) {
       range_fields(*this, v);
+    } else if constexpr (std::is_same_v<T, Timing>) {
+      timing_fields(*this, v);
     } else if constexpr (std::is_same_v<T, Queue>) {
       queue_fields(*this, v);
     } else {  // a list
@@ -224,6 +224,8 @@ void fields(IO& io, M& x) {
     io(x.request, "request");
     io(x.device, "device");
     io(x.bytes, "bytes");
+    io(x.address, "address");
+    io.bytes(x.rkey, "rkey", kRkeyMax);
   } else if constexpr (std::is_same_v<T, Image>) {
     io(x.request, "request");
     io(x.device, "device");
@@ -245,8 +247,9 @@ void fields(IO& io, M& x) {
     io(x.device, "device");
     io(x.value, "value");
     io(x.parts, "parts");
-    io(x.uploads, "spans");
+    io(x.uploads, "uploads");
     io(x.downloads, "downloads");
+    io(x.timed, "timed");
   } else if constexpr (std::is_same_v<T, Commit>) {
     io(x.device, "device");
     io(x.value, "value");
@@ -259,10 +262,13 @@ void fields(IO& io, M& x) {
     io(x.why, "why");
   } else if constexpr (std::is_same_v<T, Close>) {
     io(x.device, "device");
+  } else if constexpr (std::is_same_v<T, Clock>) {
+    io(x.request, "request");
   } else if constexpr (std::is_same_v<T, Welcome>) {
     io(x.admitted, "admitted");
     io(x.why, "why");
     io(x.devices, "devices");
+    io(x.now, "now");
   } else if constexpr (std::is_same_v<T, Opened>) {
     io(x.request, "request");
     io(x.ok, "ok");
@@ -288,7 +294,7 @@ void fields(IO& io, M& x) {
     io(x.device, "device");
     io(x.from, "from");
     io(x.to, "to");
-    io(x.downloads, "spans");
+    io(x.times, "times");
   } else if constexpr (std::is_same_v<T, Lost>) {
     io(x.device, "device");
     io(x.why, "why");
@@ -298,8 +304,8 @@ void fields(IO& io, M& x) {
 // Each message's type: its index in Message is its place in this list.
 constexpr Type kTypes[] = {Type::Hello,  Type::Open,   Type::Alloc,   Type::Free,   Type::MapHost, Type::Image,
                            Type::Entry,  Type::Unload, Type::Room,    Type::Submit, Type::Commit,  Type::Grow,
-                           Type::Stop,   Type::Close,  Type::Welcome, Type::Opened, Type::Reply,   Type::Reached,
-                           Type::Lost};
+                           Type::Stop,   Type::Close,  Type::Clock,   Type::Welcome, Type::Opened, Type::Reply,
+                           Type::Reached, Type::Lost};
 static_assert(std::size(kTypes) == std::variant_size_v<Message>);
 
 template <class T, std::size_t I = 0>
@@ -341,6 +347,7 @@ const char* type_name(std::uint16_t type) {
     case Type::Grow: return "grow";
     case Type::Stop: return "stop";
     case Type::Close: return "close";
+    case Type::Clock: return "clock";
     case Type::Welcome: return "welcome";
     case Type::Opened: return "opened";
     case Type::Reply: return "reply";
@@ -378,6 +385,7 @@ RIG_WIRE_ENCODE(Commit)
 RIG_WIRE_ENCODE(Grow)
 RIG_WIRE_ENCODE(Stop)
 RIG_WIRE_ENCODE(Close)
+RIG_WIRE_ENCODE(Clock)
 RIG_WIRE_ENCODE(Welcome)
 RIG_WIRE_ENCODE(Opened)
 RIG_WIRE_ENCODE(Reply)

@@ -26,13 +26,17 @@ namespace rig::remote::wire {
 // "RIGW" read as a little-endian u32.
 inline constexpr std::uint32_t kMagic = 0x57474952;
 // The protocol's version: an agent answers a Hello of another version with a refusal.
-inline constexpr std::uint16_t kVersion = 1;
+// Version 2: mapped host memory travels by UCX RMA (MapHost carries its key), not inside
+// Submit and Reached.
+inline constexpr std::uint16_t kVersion = 2;
 // Bytes of the header before the body.
 inline constexpr std::size_t kHeaderBytes = 12;
 // The most bytes of a token a Hello carries.
 inline constexpr std::size_t kTokenMax = 4096;
 // The most bytes of a name or a reason a message carries.
 inline constexpr std::size_t kTextMax = 4096;
+// The most bytes of a packed remote key (ucp_rkey_pack) a MapHost carries.
+inline constexpr std::size_t kRkeyMax = 4096;
 
 enum class Type : std::uint16_t {
   // client → agent
@@ -40,21 +44,22 @@ enum class Type : std::uint16_t {
   Open = 2,     // open a device of the agent's: replied Opened
   Alloc = 3,    // replied Reply (region, address, handle)
   Free = 4,     // no reply
-  MapHost = 5,  // a window of the client's host memory: replied Reply (region, address, handle)
+  MapHost = 5,  // the client's host memory, registered for RMA: replied Reply (region, address, handle)
   Image = 6,    // a binary: replied Reply (image) or an error
   Entry = 7,    // a function of an image: replied Reply (entry, code, params, threads) or absent
   Unload = 8,   // no reply
   Room = 9,     // whether parts fit: replied Reply (answer, why)
-  Submit = 10,  // one value's parts, with the bytes they read of mapped host memory; no reply
+  Submit = 10,  // one value's parts, with the ranges of mapped host memory they read and write; no reply
   Commit = 11,  // no reply
   Grow = 12,    // replied Reply
   Stop = 13,    // replied Reply (the word's last value)
   Close = 14,   // the client is done with the device: the agent frees what it held; no reply
+  Clock = 15,   // replied Reply (a: the agent's clock, rig_now_ns)
   // agent → client
   Welcome = 20,  // the answer to Hello
   Opened = 21,   // a device's facts, or why it did not open
   Reply = 22,    // the answer to a request, by its number
-  Reached = 23,  // a device's word moved, with the bytes its work wrote to mapped host memory
+  Reached = 23,  // a device's word moved (what its work wrote to mapped host memory is there)
   Lost = 24,     // a device was lost on the agent's side
 };
 
@@ -85,10 +90,14 @@ struct Free {
   std::uint64_t region = 0;
 };
 
+// `bytes` of the client's host memory from `address`, registered with UCX (ucp_mem_map):
+// `rkey` is its packed remote key, through which the agent gets and puts those bytes only.
 struct MapHost {
   std::uint64_t request = 0;
   std::uint32_t device = 0;
   std::uint64_t bytes = 0;
+  std::uint64_t address = 0;
+  std::vector<std::byte> rkey;
 };
 
 struct Image {
@@ -137,15 +146,7 @@ struct Part {
   bool operator==(const Part&) const = default;
 };
 
-// Bytes of a mapped window of host memory, at `offset` into it.
-struct Span {
-  std::uint64_t region = 0;
-  std::uint64_t offset = 0;
-  std::vector<std::byte> bytes;
-  bool operator==(const Span&) const = default;
-};
-
-// A range of a mapped window of host memory that a submission's parts write.
+// A range of mapped host memory that a submission's parts read or write.
 struct Range {
   std::uint64_t region = 0;
   std::uint64_t offset = 0;
@@ -164,8 +165,9 @@ struct Submit {
   std::uint32_t device = 0;
   std::uint64_t value = 0;
   std::vector<Part> parts;
-  std::vector<Span> uploads;    // written into the windows before the parts run
-  std::vector<Range> downloads;  // what the parts write there: sent back in Reached
+  std::vector<Range> uploads;    // got from the client's memory before the parts run
+  std::vector<Range> downloads;  // what the parts write there: put back before Reached
+  bool timed = false;            // a profile is taken: Reached brings the value's times
 };
 
 struct Commit {
@@ -189,12 +191,18 @@ struct Close {
   std::uint32_t device = 0;
 };
 
+// A reading of the agent's clock, by which the client shifts the agent's times to its own.
+struct Clock {
+  std::uint64_t request = 0;
+};
+
 // --- agent → client ---
 
 struct Welcome {
   bool admitted = false;
   std::string why;                   // the refusal's reason
   std::vector<std::string> devices;  // the names of the devices it serves
+  std::uint64_t now = 0;             // the agent's clock (rig_now_ns) as it sent this
 };
 
 // A device's facts as they travel (edge::Facts without what has meaning only on the agent).
@@ -230,13 +238,18 @@ inline constexpr std::uint32_t kNone = 1;   // nothing to give: no room, absent
 inline constexpr std::uint32_t kError = 2;  // refused, with why
 inline constexpr std::uint32_t kNoMemory = 3;  // an entry's launches need `a` bytes the device lacks now
 
-// Device `device`'s word moved from `from` to `to`; the bytes its work of those values wrote
-// to mapped host memory come with it. Messages of a device are numbered by `from`: the client
-// applies one only once the word shows `from`.
+// Device `device`'s word moved from `from` to `to`; what its work of those values wrote to
+// mapped host memory was put there, and flushed, before. Messages of a device are numbered by
+// `from`: the client applies one only once the word shows `from`.
+// A timed value's work on the agent's device, on the agent's clock (rig_now_ns).
+struct Timing {
+  std::uint64_t value = 0, start = 0, end = 0;
+  bool operator==(const Timing&) const = default;
+};
 struct Reached {
   std::uint32_t device = 0;
   std::uint64_t from = 0, to = 0;
-  std::vector<Span> downloads;
+  std::vector<Timing> times;  // of the timed values from+1 … to
 };
 
 struct Lost {
@@ -245,7 +258,7 @@ struct Lost {
 };
 
 using Message = std::variant<Hello, Open, Alloc, Free, MapHost, Image, Entry, Unload, Room, Submit, Commit, Grow,
-                             Stop, Close, Welcome, Opened, Reply, Reached, Lost>;
+                             Stop, Close, Clock, Welcome, Opened, Reply, Reached, Lost>;
 
 // The message's bytes, in `out` (cleared first). Encoding into a vector that has room
 // allocates nothing. T is one of Message's alternatives.

@@ -33,13 +33,17 @@ Result<std::string> token(std::string_view token = {});
 // such device ("127.0.0.1:7000 serves no device GPU:3; it serves CPU, MEM").
 //
 // The device's facts are the agent's device's, except that the host addresses none of its
-// memory (host_addresses false: copies stage through mapped host memory, which travels with
-// the submission and back with the word), it maps host memory (maps_host), its queues wait
-// for no producer of this process (the host waits), its word is the one make was given
+// memory (host_addresses false: copies stage through mapped host memory), it maps host memory
+// (maps_host: map_host registers it with UCX and the agent gets and puts its bytes by RMA, the
+// bytes a value writes there put back before the word shows the value), its queues wait for
+// no producer of this process (the host waits), its word is the one make was given
 // (completion Host), it may block, and it lists no counters and no capability. Its Device and
 // Mapped memory is the agent device's own (no window reaches it from this host); its Pinned
-// memory is this process's, page-aligned, mapped on the agent as a window. It runs Words, Copy
-// and Launch parts; a Fill, a function of this process, never fits (RIG_NEVER).
+// memory is this process's, page-aligned, mapped as map_host maps memory. It runs Words, Copy
+// and Launch parts on the agent, and Fill parts here: its first queue lists Fill, and submit
+// calls a fill, with no queue context (NULL), before the value leaves. A timed value's times
+// are the agent device's, shifted to this process's clock by the offset measured at
+// connection.
 //
 // Loss: when the connection breaks (the agent died, the network went; UCX's keepalive
 // notices a silent peer within 2 s), every device of that agent is lost with "connection to
@@ -55,6 +59,10 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0: one the system picks
   std::vector<std::string> devices;    // the devices it serves; empty: CPU and MEM
   std::string token;                   // as token() takes it
+  // Devices of other drivers it may serve too, by their openers' names (a program that
+  // embeds an agent: a test serving a fault-injecting driver). They count as devices it can
+  // open; `devices` names them to serve them.
+  std::vector<edge::Opener<>> openers = {};
 };
 
 class Agent {

@@ -2,19 +2,25 @@
 // sees (rig/remote.hpp), and what the agent admits.
 #include <doctest/doctest.h>
 
+#include <rig/profile.hpp>
 #include <rig/remote.hpp>
 #include <rig/rig.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <thread>
+#include <vector>
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "faulty.hpp"
+#include "host_driver.hpp"
 #include "support.hpp"
 #include "ucx.hpp"
 #include "wire.hpp"
@@ -44,6 +50,18 @@ Device open_remote(const std::string& device, std::string token = kToken) {
   return *d;
 }
 
+// Whether d still works: 4096 bytes of `c` copied to it and back.
+bool round_trips(const Device& d, char c) {
+  Buffer x = Buffer::create(d, 4096), back = Buffer::create(host(), 4096);
+  Buffer::copy(Buffer::of_string(std::string(4096, c)), x);
+  Buffer::copy(x, back);
+  bool same = false;
+  back.read<char>([&](std::span<const char> s) {
+    same = std::all_of(s.begin(), s.end(), [&](char y) { return y == c; });
+  });
+  return same;
+}
+
 
 }  // namespace
 
@@ -68,14 +86,14 @@ TEST_CASE("a device the agent does not serve does not open, naming those it serv
   CHECK(d.error() == fmt::format("GPU:3@test: {} serves no device GPU:3; it serves CPU, MEM", agent().address()));
 }
 
-TEST_CASE("a remote device's facts are its agent's, with the host addressing none of its memory") {
+TEST_CASE("a remote device's facts are its agent's, with the host addressing none of its memory and its first queue running fills") {
   Device d = open_remote("CPU");
   const auto& f = d.facts();
   CHECK(f.arch == host().facts().arch);
   CHECK_FALSE(f.host_addresses);
   CHECK(f.maps_host);
   CHECK(f.queues.size() == 1);
-  CHECK(f.queues[0].runs == std::vector<Kind>{Kind::Launch, Kind::Copy});
+  CHECK(f.queues[0].runs == (std::vector<Kind>{Kind::Launch, Kind::Copy, Kind::Fill}));
   CHECK((!f.waits.stores && !f.waits.hosts));
   CHECK(static_cast<bool>(f.word == &rig_words[d.index()]));
 }
@@ -117,7 +135,7 @@ TEST_CASE("malformed and truncated messages from a raw UCX client are dropped, a
   auto where = remote::ucx::parse_address(agent().address());
   REQUIRE(where.has_value());
   remote::ucx::Worker raw({[&](ucp_ep_h, std::span<const std::byte>) { ++welcomes; }, [](ucp_ep_h, ucs_status_t) {},
-                           [](ucp_ep_h) {}});
+                           [](ucp_ep_h) {}, {}});
   auto ep = raw.connect(*where);
   REQUIRE(ep.has_value());
   const auto dropped = agent().dropped();
@@ -174,4 +192,296 @@ TEST_CASE("a token file that others may read is refused; one only its owner read
   CHECK(none.error().starts_with("no token"));
   REQUIRE_FALSE(agent.has_value());
   CHECK(agent.error().starts_with("no token"));
+}
+
+TEST_CASE("copies with host memory travel by RMA: bytes match both ways, below and above the rendezvous threshold") {
+  Device d = open_remote("MEM");
+  // UCX's tcp transport sends up to 8 KiB in one message and larger ones by rendezvous
+  // (ucx_info -d: am_bcopy <= 8K, am_zcopy <= 64K).
+  for (std::size_t n : {std::size_t(1), std::size_t(100), std::size_t(8191), std::size_t(8193), std::size_t(65537),
+                        std::size_t(1) << 20, (std::size_t(4) << 20) + 3}) {
+    CAPTURE(n);
+    Buffer in = Buffer::create(host(), n), out = Buffer::create(host(), n), remote = Buffer::create(d, n);
+    in.write<std::uint8_t>([&](std::span<std::uint8_t> x) {
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint8_t(i * 31 + n);
+    });
+    out.write<std::uint8_t>([](std::span<std::uint8_t> x) { std::fill(x.begin(), x.end(), 0); });
+    Buffer::copy(in, remote);
+    Buffer::copy(remote, out);
+    std::size_t wrong = 0;
+    out.read<std::uint8_t>([&](std::span<const std::uint8_t> x) {
+      for (std::size_t i = 0; i < x.size(); ++i) wrong += x[i] != std::uint8_t(i * 31 + n);
+    });
+    CHECK(wrong == 0);
+  }
+}
+
+namespace {
+
+// A client of the shared agent that speaks the wire itself, as a malicious one would.
+class RawClient {
+ public:
+  RawClient()
+      : worker_({[this](ucp_ep_h, std::span<const std::byte> m) {
+                   auto decoded = remote::wire::decode(m);
+                   std::lock_guard g(mutex_);
+                   if (decoded) got_.push_back(std::move(*decoded));
+                 },
+                 [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}}) {
+    auto where = remote::ucx::parse_address(agent().address());
+    REQUIRE(where.has_value());
+    auto ep = worker_.connect(*where);
+    REQUIRE(ep.has_value());
+    ep_ = *ep;
+    send(remote::wire::Hello{remote::wire::kVersion, kToken});
+    REQUIRE(next<remote::wire::Welcome>().admitted);
+  }
+  ~RawClient() { worker_.close(ep_); }
+
+  template <class T>
+  void send(const T& m) {
+    std::vector<std::byte> b;
+    remote::wire::encode(m, b);
+    worker_.send(ep_, b);
+  }
+  // The next message of type T the agent sent (within 5 s).
+  template <class T>
+  T next() {
+    T out{};
+    const bool came = eventually(
+        [&] {
+          std::lock_guard g(mutex_);
+          for (auto it = got_.begin(); it != got_.end(); ++it)
+            if (auto* t = std::get_if<T>(&*it)) {
+              out = std::move(*t);
+              got_.erase(it);
+              return true;
+            }
+          return false;
+        },
+        5000ms);
+    REQUIRE_MESSAGE(came, "the agent sent no message of the type awaited within 5 s");
+    return out;
+  }
+  // Opens the agent's MEM device: its number.
+  std::uint32_t open_memory() {
+    send(remote::wire::Open{1, "MEM"});
+    auto o = next<remote::wire::Opened>();
+    REQUIRE_MESSAGE(o.ok, o.why);
+    return o.device;
+  }
+  // A region of `bytes` of device memory: its number.
+  std::uint64_t alloc(std::uint32_t device, std::uint64_t bytes) {
+    send(remote::wire::Alloc{2, device, std::uint32_t(Memory::Device), bytes});
+    auto r = next<remote::wire::Reply>();
+    REQUIRE_MESSAGE(r.status == remote::wire::kOk, r.why);
+    return r.a;
+  }
+  remote::ucx::Worker& worker() { return worker_; }
+
+ private:
+  std::mutex mutex_;
+  std::vector<remote::wire::Message> got_;
+  remote::ucx::Worker worker_;
+  ucp_ep_h ep_ = nullptr;
+};
+
+// A copy part of the whole of region src into region dst, `bytes` wide.
+remote::wire::Part copy_part(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes) {
+  remote::wire::Part p;
+  p.kind = RIG_KIND_COPY;
+  p.src_region = src;
+  p.dst_region = dst;
+  p.boxes = {remote::wire::Box{0, 0, bytes, 1, bytes, bytes}};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a copy whose box runs past its region is refused with the reason, and the agent serves on") {
+  RawClient raw;
+  const auto device = raw.open_memory();
+  const auto a = raw.alloc(device, 4096), b = raw.alloc(device, 4096);
+  raw.send(remote::wire::Submit{device, 1, {copy_part(a, b, 8192)}, {}, {}});
+  auto lost = raw.next<remote::wire::Lost>();
+  CHECK(lost.device == device);
+  CHECK(lost.why == "value 1: part 0: a copy's boxes run outside their regions");
+  // Others go on: a device opened through the public API copies.
+  Device d = open_remote("MEM");
+  CHECK(round_trips(d, 'k'));
+}
+
+TEST_CASE("mapped host memory freed while a copy reads it stays until that copy's value; a later copy of it is refused") {
+  RawClient raw;
+  const auto device = raw.open_memory();
+  const auto dst = raw.alloc(device, 4096);
+  // 4096 bytes of this process, registered for the agent's gets.
+  alignas(4096) static std::byte host_bytes[4096];
+  std::memset(host_bytes, 'r', sizeof host_bytes);
+  auto registration = raw.worker().register_memory(host_bytes, sizeof host_bytes);
+  REQUIRE_MESSAGE(registration.has_value(), registration.error());
+  raw.send(remote::wire::MapHost{3, device, sizeof host_bytes, reinterpret_cast<std::uint64_t>(host_bytes),
+                                 registration->rkey});
+  auto mapped = raw.next<remote::wire::Reply>();
+  REQUIRE_MESSAGE(mapped.status == remote::wire::kOk, mapped.why);
+  const std::uint64_t window = mapped.a;
+  // The copy of value 1 reads it; the free comes before the value is reached.
+  raw.send(remote::wire::Submit{device, 1, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+  raw.send(remote::wire::Free{device, window});
+  auto reached = raw.next<remote::wire::Reached>();
+  CHECK((reached.from == 0 && reached.to == 1));
+  // Value 2 names the freed memory.
+  raw.send(remote::wire::Submit{device, 2, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+  auto lost = raw.next<remote::wire::Lost>();
+  CHECK(lost.why == "value 2: part 0: a copy between regions the client does not hold");
+  raw.worker().unregister(registration->memh);
+}
+
+namespace {
+
+// A fill that notes each value it is called with in its argument: a count, then the values.
+int note_value(void*, void* arg, std::uint64_t v) {
+  auto* words = static_cast<std::uint64_t*>(arg);
+  words[1 + words[0]++] = v;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a fill on a remote device is called at each hand-over, in value order, beside the agent's work") {
+  Device d = open_remote("CPU");
+  Buffer arg = Buffer::create(host(), 64);
+  arg.write<std::uint64_t>([](std::span<std::uint64_t> x) { std::fill(x.begin(), x.end(), 0); });
+  Buffer src = Buffer::create(d, 4096), dst = Buffer::create(d, 4096);
+  std::vector<Submission::Part> parts{{"", {}, Submission::Fill{note_value, arg}},
+                                      {"", {0}, Submission::Copy{{src}, {dst}, {Box{0, 0, 4096, 1, 4096, 4096}}, {}}}};
+  auto s = Submission::make(d, parts, 0, 0);
+  Run run;
+  std::uint64_t values[3];
+  for (auto& v : values) {
+    Point p = submit(s, run, {}, {});
+    p.wait();
+    v = p.value();
+  }
+  std::vector<std::uint64_t> noted;
+  arg.read<std::uint64_t>([&](std::span<const std::uint64_t> x) { noted.assign(x.begin() + 1, x.begin() + 1 + x[0]); });
+  CHECK(noted == std::vector<std::uint64_t>(std::begin(values), std::end(values)));
+}
+
+TEST_CASE("a failed fill loses the remote device with its reason, and the agent's other devices go on") {
+  Device d = open_remote("MEM"), other = open_remote("MEM");
+  Buffer arg = Buffer::create(host(), 64);
+  Submission::Part part{"", {}, Submission::Fill{[](void*, void*, std::uint64_t) { return 3; }, arg}};
+  auto s = Submission::make(d, std::span(&part, 1), 0, 0);
+  std::string why;
+  Run run;
+  try {
+    submit(s, run, {}, {}).wait();
+  } catch (const Lost& e) {
+    why = e.what();
+  }
+  CHECK(why.starts_with(fmt::format("{} lost: fill returned 3 at value ", d.name())));
+  CHECK(round_trips(other, 'o'));
+}
+
+namespace {
+
+// What a fill on one agent's device saw of another agent's device's word at its hand-over.
+struct WordSeen {
+  const volatile std::uint64_t* word;
+  std::uint64_t seen;
+};
+
+int see_word(void*, void* arg, std::uint64_t) {
+  auto* w = static_cast<WordSeen*>(arg);
+  w->seen = __atomic_load_n(w->word, __ATOMIC_ACQUIRE);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a value on one agent's device waits for a value on another agent's device, the client forwarding it") {
+  auto second = remote::Agent::start({"127.0.0.1:0", {"MEM"}, kToken});
+  REQUIRE_MESSAGE(second.has_value(), second.error());
+  Device a = open_remote("CPU");
+  auto b = open(remote::opener((*second)->address(), "MEM", "MEM@second", kToken));
+  REQUIRE_MESSAGE(b.has_value(), b.error());
+  // A's value: a copy of 32 MiB, which takes its agent milliseconds.
+  constexpr std::size_t kBytes = 32 << 20;
+  Buffer x = Buffer::create(a, kBytes), y = Buffer::create(a, kBytes);
+  Buffer::copy(Buffer::of_string(std::string(kBytes, 'w')), x);
+  Submission::Part copy{"", {}, Submission::Copy{{x}, {y}, {Box::row(kBytes)}, {}}};
+  auto on_a = Submission::make(a, std::span(&copy, 1), 0, 0);
+  // B's value, after A's: its fill notes A's word at B's hand-over.
+  Buffer arg = Buffer::create(host(), sizeof(WordSeen));
+  arg.write<WordSeen>([&](std::span<WordSeen> w) { w[0] = {&rig_words[a.index()], 0}; });
+  Submission::Part fill{"", {}, Submission::Fill{see_word, arg}};
+  auto on_b = Submission::make(*b, std::span(&fill, 1), 0, 0);
+  Run run_a, run_b;
+  for (int i = 0; i < 3; ++i) {
+    const Point pa = submit(on_a, run_a, {}, {});
+    const Point pb = submit(on_b, run_b, {}, {}, std::span(&pa, 1));
+    pb.wait();
+    std::uint64_t seen = 0;
+    arg.read<WordSeen>([&](std::span<const WordSeen> w) { seen = w[0].seen; });
+    CAPTURE(i);
+    CHECK(seen >= pa.value());
+  }
+}
+
+TEST_CASE("a device lost on the agent's side, by a fault there, is lost on the client with the agent's reason; others go on") {
+  // The agent serves a memory device whose driver fails the submits a test arms.
+  auto [faulty_opener, control] = faulty::wrap(
+      edge::Opener<>{"MEM", [](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {
+                       return cpu::make_memory_driver(word);
+                     }},
+      "FAULTY");
+  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM", "FAULTY"}, kToken, {faulty_opener}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  auto d = open(remote::opener((*served)->address(), "FAULTY", "FAULTY@agent", kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  auto other = open(remote::opener((*served)->address(), "MEM", "MEM@agent", kToken));
+  REQUIRE_MESSAGE(other.has_value(), other.error());
+  Buffer a = Buffer::create(*d, 4096), b = Buffer::create(*d, 4096);
+  Buffer::copy(a, b);  // the device works until the fault
+  control->fail_next(faulty::Call::Submit, "the memory controller reported an uncorrectable error");
+  std::string why;
+  try {
+    Buffer::copy(a, b);
+    b.read<char>([](std::span<const char>) {});
+  } catch (const Lost& e) {
+    why = e.what();
+  }
+  CHECK(why.starts_with("FAULTY@agent lost: the memory controller reported an uncorrectable error"));
+  CHECK_THROWS_AS(Buffer::copy(a, b), Lost);
+  // The agent's other device, and the client's own, go on.
+  CHECK(round_trips(*other, 'g'));
+}
+
+TEST_CASE("a profile shows a remote device's values with the agent's times, on this process's clock") {
+  Device d = open_remote("CPU");
+  Buffer x = Buffer::create(d, 1 << 20), y = Buffer::create(d, 1 << 20);
+  const std::uint64_t before = profile::now_ns();
+  auto records = profile::take([&] {
+    for (int i = 0; i < 4; ++i) Buffer::copy(x, y);
+  });
+  const std::uint64_t after = profile::now_ns();
+  std::vector<const profile::Record*> values;
+  for (const auto& r : records)
+    if (r.what == profile::Record::What::Value && r.device == d.name()) values.push_back(&r);
+  REQUIRE(values.size() >= 4);
+  std::uint64_t last_end = 0;
+  for (const auto* r : values) {
+    CAPTURE(r->value);
+    CHECK(r->start_ns != 0);
+    CHECK(r->start_ns <= r->end_ns);
+    // The agent runs on this machine, one clock for both, so its times, shifted, fall inside
+    // the profile's, up to the shift's error: half the shortest of the clock readings' round
+    // trips at connection, well under 200 µs on loopback.
+    constexpr std::uint64_t kShiftError = 200'000;
+    CHECK(r->start_ns + kShiftError >= before);
+    CHECK(r->end_ns <= after + kShiftError);
+    CHECK(r->start_ns >= last_end);
+    last_end = r->end_ns;
+  }
 }

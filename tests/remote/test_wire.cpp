@@ -46,7 +46,7 @@ Submit a_submit() {
   s.device = 2;
   s.value = 41;
   s.parts = {launch_part(), copy_part()};
-  s.uploads = {Span{3, 8, bytes("uploaded")}};
+  s.uploads = {Range{3, 8, 512}};
   s.downloads = {Range{4, 0, 4096}};
   return s;
 }
@@ -72,13 +72,15 @@ TEST_CASE("every message decodes to what was encoded") {
   auto alloc = round_trip(Alloc{6, 1, 0, 1 << 20});
   CHECK((alloc.request == 6 && alloc.device == 1 && alloc.bytes == 1 << 20));
   CHECK(round_trip(Free{1, 9}).region == 9);
-  CHECK(round_trip(MapHost{7, 1, 8192}).bytes == 8192);
+  auto map = round_trip(MapHost{7, 1, 8192, 0x7f0000001000, bytes("packed key")});
+  CHECK((map.bytes == 8192 && map.address == 0x7f0000001000 && map.rkey == bytes("packed key")));
   CHECK(round_trip(Image{8, 1, bytes("\x7f" "ELF")}).binary == bytes("\x7f" "ELF"));
   CHECK(round_trip(Entry{9, 1, 3, "saxpy"}).name == "saxpy");
   CHECK(round_trip(Unload{1, 3}).image == 3);
   auto room = round_trip(Room{10, 1, 2, {launch_part()}});
   CHECK((room.waits == 2 && room.parts == std::vector<Part>{launch_part()}));
   auto submit = round_trip(a_submit());
+  CHECK_FALSE(submit.timed);
   CHECK(submit.parts == a_submit().parts);
   CHECK(submit.uploads == a_submit().uploads);
   CHECK(submit.downloads == a_submit().downloads);
@@ -87,15 +89,17 @@ TEST_CASE("every message decodes to what was encoded") {
   CHECK(round_trip(Grow{11, 1}).request == 11);
   CHECK(round_trip(Stop{14, 1, "closed"}).why == "closed");
   CHECK(round_trip(Close{3}).device == 3);
-  auto welcome = round_trip(Welcome{true, "", {"CPU", "MEM"}});
-  CHECK((welcome.admitted && welcome.devices == std::vector<std::string>{"CPU", "MEM"}));
+  CHECK(round_trip(Clock{15}).request == 15);
+  auto welcome = round_trip(Welcome{true, "", {"CPU", "MEM"}, 123456789});
+  CHECK((welcome.admitted && welcome.devices == std::vector<std::string>{"CPU", "MEM"} && welcome.now == 123456789));
   Opened opened{12, true, "", 3, "x86_64", 1 << 30, {Queue{"COMPUTE:0", {4, 2, 3}}}, 0, -1, 16, 1 << 20, 5};
   auto o = round_trip(opened);
   CHECK((o.queues == opened.queues && o.arch == "x86_64" && o.word == 5 && o.hang_ms == -1));
   auto reply = round_trip(Reply{13, kError, 1, 2, 3, 4, "no"});
   CHECK((reply.status == kError && reply.d == 4 && reply.why == "no"));
-  auto reached = round_trip(Reached{2, 40, 41, {Span{4, 0, bytes("back")}}});
-  CHECK((reached.from == 40 && reached.to == 41 && reached.downloads[0].bytes == bytes("back")));
+  auto reached = round_trip(Reached{2, 40, 41, {Timing{41, 1000, 2500}}});
+  CHECK((reached.device == 2 && reached.from == 40 && reached.to == 41));
+  CHECK(reached.times == std::vector<Timing>{Timing{41, 1000, 2500}});
   CHECK(round_trip(Lost{2, "fill returned 3"}).why == "fill returned 3");
 }
 
@@ -132,14 +136,16 @@ TEST_CASE("every truncation of a message is refused, never read past its end") {
 
 TEST_CASE("a message of another protocol version, magic or type is refused") {
   auto b = encode(Message{Commit{1, 2}});
-  b[4] = std::byte{2};
-  CHECK(decode(b).error() == "a message of protocol version 2; this rig speaks version 1");
+  b[4] = std::byte{1};
+  REQUIRE_FALSE(decode(b).has_value());
+  CHECK(decode(b).error() == "a message of protocol version 1; this rig speaks version 2");
   b = encode(Message{Commit{1, 2}});
   b[0] = std::byte{'X'};
   CHECK(decode(b).error().starts_with("a message whose magic is"));
   b = encode(Message{Commit{1, 2}});
   b[6] = std::byte{99};
-  CHECK(decode(b).error() == "a message of type 99, which protocol version 1 does not have");
+  REQUIRE_FALSE(decode(b).has_value());
+  CHECK(decode(b).error() == "a message of type 99, which protocol version 2 does not have");
   CHECK(decode({}).error() == "a message of 0 bytes, shorter than the 12-byte header");
 }
 
@@ -150,4 +156,7 @@ TEST_CASE("a flag that is neither 0 nor 1 and a token over the limit are refused
   auto long_token = decode(encode(Message{Hello{kVersion, std::string(kTokenMax + 1, 'x')}}));
   REQUIRE_FALSE(long_token.has_value());
   CHECK(long_token.error() == "a hello message declares 4097 bytes of token, over the most, 4096");
+  auto long_key = decode(encode(Message{MapHost{1, 0, 4096, 0x10000, std::vector<std::byte>(kRkeyMax + 1)}}));
+  REQUIRE_FALSE(long_key.has_value());
+  CHECK(long_key.error() == "a map_host message declares 4097 bytes of rkey, over the most, 4096");
 }
