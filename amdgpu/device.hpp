@@ -101,6 +101,16 @@ static_assert(kSlotTail + kSlotTailDwords <= kSlotDwords);
 // cost a launch's submit more than its ring's copy did.
 constexpr std::uint64_t kSlots = 128;
 
+// The dwords a Words or Fill part may write: its words, or the fill's ring_units (1024 when 0).
+inline std::uint32_t part_dwords(const rig_part& p) {
+  if (p.kind == RIG_KIND_WORDS) return p.work.words.count;
+  return p.work.fill.ring_units ? p.work.fill.ring_units : kFillDefaultUnits;
+}
+// On several XCCs, the bytes of the kernel-argument area a compute part's `dwords` words take
+// as XCC 0's indirect buffer: a PRED_EXEC and the words, in whole 64-byte lines so that the
+// kernel arguments after them stay aligned.
+inline std::uint64_t once_bytes(std::uint64_t dwords) { return round_up((kPredDwords + dwords) * 4, 64); }
+
 // A kernel argument the driver fills, by its metadata kind.
 enum class Hidden : std::uint8_t {
   Zero, BlockCountX, BlockCountY, BlockCountZ, GroupSizeX, GroupSizeY, GroupSizeZ, GridDims, DynamicLds
@@ -360,6 +370,9 @@ class Device final : public edge::Driver {
   std::uint64_t stamps_of(std::uint64_t v) const { return control_.address + kStamps + (v % kFlights) * 16; }
   // Records whether value v is timed; a timed value's slot is zeroed for its work to write.
   inline void time_value(std::uint64_t v, bool timed);
+  // Takes `bytes` of the kernel-argument area at its position (from its start where they would
+  // straddle its end): their address.
+  inline std::uint64_t take_kernargs(std::uint64_t bytes);
   // Places a launch's kernel arguments: returns their address.
   inline std::uint64_t place_kernargs(const LaunchTemplate& t, const rig_launch& l);
   // Writes the per-launch user SGPRs of launches whose USER_DATA_0 value lies at ring

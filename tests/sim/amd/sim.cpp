@@ -970,8 +970,12 @@ bool Queue::pm4_packet(const Pm4Packet& packet, const std::string& name, int dep
     return write(c->address, &value, n, "COPY_DATA");
   }
   if (auto* ib = std::get_if<IndirectBuffer>(&packet)) {
-    if (depth) {
-      sim.fault(*this, "PM4 INDIRECT_BUFFER inside an indirect buffer: chaining is not simulated", false, 0, false);
+    // The command processor runs two levels of indirect buffers: the GC has CP_IB1_* and
+    // CP_IB2_* registers (amdgpu's gfx files list both among the registers they dump,
+    // gc_reg_list_*); a third level is refused.
+    if (depth >= 2) {
+      sim.fault(*this, "PM4 INDIRECT_BUFFER inside a second-level indirect buffer: the command processor has two levels",
+                false, 0, false);
       return false;
     }
     std::vector<std::uint32_t> words(ib->dwords);
