@@ -95,6 +95,11 @@ constexpr std::uint64_t kSlotTail = 2 * (kPredDwords + kReleaseDwords);
 constexpr std::uint64_t kSlotTailDwords = kPredDwords + 2 * kReleaseDwords;
 constexpr std::uint64_t kSlotDwords = 40;
 static_assert(kSlotTail + kSlotTailDwords <= kSlotDwords);
+// Several XCCs: the end of a scratch allocation holds the indirect buffer that sets each
+// XCC's COMPUTE_DISPATCH_SCRATCH_BASE (PRED_EXEC and a SET_SH_REG of two registers per XCC).
+constexpr std::uint64_t kScratchBaseDwords = kPredDwords + 4;
+constexpr std::uint64_t kScratchBasesBytes = kPage;
+static_assert(kXccMax * kScratchBaseDwords * 4 <= kScratchBasesBytes);
 // Slots, and so values in flight, on several XCCs: value v's slot is v % kSlots, written again
 // once v is reached (XCC 0 has stored the word from it, the other XCCs skip it). Few enough
 // that the slots stay in the host's caches (20 KiB): a slot rewritten from memory per value
@@ -408,6 +413,10 @@ class Device final : public edge::Driver {
   }
   std::uint64_t slot_of(std::uint64_t v) const { return slots_.address + (v % kSlots) * kSlotDwords * 4; }
   std::uint32_t* slot_words(std::uint64_t v) const { return reinterpret_cast<std::uint32_t*>(slot_of(v)); }
+  // Sets scratch_slice_ for scratch_ (all of it on one XCC) and, with several XCCs, writes
+  // the indirect buffer that gives each XCC its slice's base (code.cpp calls it for a new
+  // scratch).
+  void place_scratch();
   // The scratch bytes a wave of t takes: its lanes' private segments (1 KiB each at least),
   // in the generation's COMPUTE_TMPRING_SIZE.WAVESIZE units.
   std::uint64_t scratch_per_wave(const LaunchTemplate& t) const;
@@ -436,6 +445,8 @@ class Device final : public edge::Driver {
   edge::ImageId next_image_ = 1;
   std::vector<Block> scratch_retired_;
   Block scratch_;
+  std::uint64_t scratch_slice_ = 0;  // the scratch bytes of each XCC's waves (place_scratch)
+  std::uint64_t scratch_bases_ = 0;  // several XCCs: the indirect buffer of each XCC's base
 
   // Driver memory.
   Block words_map_, word_map_, control_, eop_, cwsr_, kernargs_;

@@ -209,6 +209,48 @@ TEST_CASE("a gfx942 device of several XCCs reads its compute ring on every XCC: 
   }
 }
 
+TEST_CASE("on several XCCs each XCC's waves have scratch of their own: private arrays over every XCC match the host") {
+  // The simulator runs an XCC's waves in the scratch its own packets named and faults a
+  // dispatch whose XCCs' scratch overlaps, as waves of one dispatch run on every XCC at once.
+  for (const auto& part : kXccParts) {
+    CAPTURE(part.xccs);
+    auto config = part.config;
+    config.vram_bytes = 1ull << 30;  // scratch for every wave the GPU holds: 608 MiB on MI300X
+    auto& sim = simulator(config);
+    Opened d(sim);
+    auto image = Image::load(d, file_bytes(fmt::format("{}/gfx9_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
+    REQUIRE_MESSAGE(image, (image ? std::string() : image.error()));
+    auto f = image->resolve("private_array");
+    REQUIRE(f);
+    auto s = launch_part(d, *f, 16, {0, 8}, 1, 1);
+    auto block = s.block(0);
+    const std::uint32_t groups = 2 * part.xccs + 1, n = groups * 64;
+    Run run;
+    run.groups(block, groups);
+    run.threads(block, 64);
+    Buffer in = Buffer::create(d, n * 4), out = Buffer::create(d, n * 4);
+    in.write<std::uint32_t>([](std::span<std::uint32_t> x) {
+      for (std::uint32_t i = 0; i < x.size(); ++i) x[i] = i * 2654435761u >> 7;
+    });
+    Buffer reads[] = {in}, written[] = {out};
+    for (int repeat = 0; repeat < 2; ++repeat) {  // the second launch is the built copy's
+      out.write<std::uint32_t>([](std::span<std::uint32_t> x) { std::fill(x.begin(), x.end(), 0u); });
+      submit(s, run, reads, written).wait();
+      auto got = out.read<std::uint32_t>([](std::span<const std::uint32_t> x) { return std::vector(x.begin(), x.end()); });
+      std::uint32_t wrong = 0;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        std::uint32_t sum = 0, at = i * 2654435761u >> 7;
+        for (std::uint32_t k = 0; k < 8; ++k) sum += ((at + 5 * k) % 48) * ((at + 5 * k) % 48) + i;
+        wrong += got[i] != sum;
+      }
+      CHECK(wrong == 0);
+    }
+    const auto faults = sim.faults();
+    CHECK_MESSAGE(faults.empty(), (faults.empty() ? std::string() : faults.back()));
+    CHECK(!d->lost());
+  }
+}
+
 TEST_CASE("on several XCCs the word reaches a launch's value only once every XCC's share has run, each group once") {
   // Every XCC reads every packet: without a barrier the first XCC done would store the word
   // while the slow group's XCC still runs, and each XCC would store it again.

@@ -430,7 +430,8 @@ struct Wave {
   std::uint64_t pc = 0;
   std::vector<std::uint32_t> v;  // VGPRs: v[reg * 64 + lane]
   std::uint32_t vgprs = 0, sgprs = 0;
-  std::vector<std::byte> priv;  // private memory: lane * private_bytes
+  std::vector<std::byte> priv;  // private memory without a scratch base: lane * private_bytes
+  std::uint32_t slot = 0;       // its wave slot in the dispatch's scratch
   bool done = false, at_barrier = false;
 };
 
@@ -612,11 +613,13 @@ class Runner {
       fail(fmt::format("{} at LDS byte {:#x}, outside the {} bytes the dispatch allocated", name, address, g.lds.size()));
     return g.lds.data() + address;
   }
-  std::byte* priv(Wave& w, int lane, std::uint64_t offset, std::size_t n, const std::string& name) {
+  std::byte* priv(Wave& w, int lane, std::uint64_t offset, std::size_t n, bool write, const std::string& name) {
     if (offset + n > d_.private_bytes)
       fail(fmt::format("{} at private byte {:#x} of lane {}, outside the {} bytes the dispatch allocated per work-item",
                        name, offset, lane, d_.private_bytes));
-    return w.priv.data() + std::size_t(lane) * d_.private_bytes + offset;
+    const std::uint64_t at = std::uint64_t(lane) * d_.private_bytes + offset;
+    if (d_.scratch_base) return memory(d_.scratch_base + std::uint64_t(w.slot) * kLanes * d_.private_bytes + at, n, write, name);
+    return w.priv.data() + at;
   }
 
   const Dispatch& d_;
@@ -1587,7 +1590,7 @@ void Runner::flat(Wave& w, Group& g, const Inst& in) {
       bool has_vgpr = cdna3 ? ((in.w0 >> 13) & 1) : saddr == SADDR_OFF;
       if (has_vgpr) at += vgpr(w, addr, l);
       if (saddr != SADDR_OFF) at += sread(w, saddr, in);
-      p = priv(w, l, at & 0xffffffffull, bytes, name);
+      p = priv(w, l, at & 0xffffffffull, bytes, store || atomic, name);
     } else {
       std::uint64_t at;
       if (seg == SEG_GLOBAL && saddr != SADDR_OFF) at = sread64(w, saddr, in) + vgpr(w, addr, l);
@@ -1596,7 +1599,7 @@ void Runner::flat(Wave& w, Group& g, const Inst& in) {
       bool in_shared = seg == SEG_FLAT && at >= kSharedAperture && at - kSharedAperture < kApertureBytes;
       bool in_private = seg == SEG_FLAT && at >= kPrivateAperture && at - kPrivateAperture < kApertureBytes;
       if (in_shared) p = lds(g, at - kSharedAperture, bytes, name);
-      else if (in_private) p = priv(w, l, at - kPrivateAperture, bytes, name);
+      else if (in_private) p = priv(w, l, at - kPrivateAperture, bytes, store || atomic, name);
       else p = memory(at, bytes, store || atomic, name);
     }
     if (atomic) {
@@ -1679,7 +1682,7 @@ void Runner::mubuf(Wave& w, const Inst& in) {
     std::byte* p = nullptr;
     std::byte zeros[16] = {};
     if (private_buffer) {
-      p = priv(w, l, base + offset, bytes, name);
+      p = priv(w, l, base + offset, bytes, store, name);
     } else if (offset + bytes > records) {
       if (store) continue;
       p = zeros;
@@ -1805,13 +1808,17 @@ void Runner::group(std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
   std::uint32_t vgprs = std::min(kMaxVgprs, ((d_.rsrc1 & 0x3f) + 1) * kVgprGranule);
   std::uint32_t sgprs = std::min(kSgprs, (((d_.rsrc1 >> 6) & 0xf) + 1) * kSgprGranule);
   std::uint32_t user = (d_.rsrc2 >> 1) & 0x1f;
+  if (d_.scratch_base && d_.private_bytes && waves > d_.scratch_waves)
+    fail(fmt::format("a group of {} waves with private memory, over the {} wave slots of COMPUTE_TMPRING_SIZE.WAVES",
+                     waves, d_.scratch_waves));
   g.waves.resize(waves);
   for (std::uint32_t n = 0; n < waves; ++n) {
     Wave& w = g.waves[n];
     w.pc = d_.code;
     w.vgprs = vgprs, w.sgprs = sgprs;
     w.v.assign(std::size_t(vgprs) * kLanes, 0);
-    w.priv.assign(std::size_t(d_.private_bytes) * kLanes, std::byte{0});
+    w.slot = n;
+    if (!d_.scratch_base) w.priv.assign(std::size_t(d_.private_bytes) * kLanes, std::byte{0});
     std::uint32_t s = 0;
     auto system = [&](std::uint32_t value, const char* what) {
       if (s >= sgprs) fail(fmt::format("the dispatch's {} SGPRs leave no room for {}", sgprs, what));
