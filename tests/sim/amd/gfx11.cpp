@@ -262,12 +262,6 @@ std::variant<Inst, DecodeError> decode(const std::uint32_t* w, std::size_t avail
 
 // ---- Execution.
 
-struct Fault {
-  std::string why;
-  bool page = false;
-  std::uint64_t address = 0;
-  bool write = false;
-};
 
 struct Wave {
   std::array<std::uint32_t, kSgprs + 2> s{};  // s0..s105, vcc_lo, vcc_hi
@@ -350,7 +344,6 @@ class Runner {
   Memory& mem_;
   const std::atomic<bool>& stop_;
   std::uint64_t count_ = 0;
-  std::uint32_t group_id_[3] = {};
 };
 
 std::uint32_t Runner::sread(const Wave& w, std::uint32_t c, const Inst& in) const {
@@ -1069,21 +1062,8 @@ void Runner::group(std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
 }
 
 Outcome Runner::run() {
-  Outcome o;
-  try {
-    if (!d_.wave32) fail("a wave64 dispatch");
-    for (std::uint32_t z = 0; z < d_.groups[2]; ++z)
-      for (std::uint32_t y = 0; y < d_.groups[1]; ++y)
-        for (std::uint32_t x = 0; x < d_.groups[0]; ++x) {
-          group_id_[0] = x, group_id_[1] = y, group_id_[2] = z;
-          group(x, y, z);
-          if (stop_) fail("stopped");
-        }
-  } catch (const Fault& f) {
-    o.ok = false;
-    o.page_fault = f.page, o.fault_address = f.address, o.write = f.write;
-    o.fault = fmt::format("{} (group {},{},{})", f.why, group_id_[0], group_id_[1], group_id_[2]);
-  }
+  Outcome o = run_grid(d_.groups, {}, stop_, [&] { if (!d_.wave32) fail("a wave64 dispatch"); },
+                       [&](std::uint32_t x, std::uint32_t y, std::uint32_t z) { group(x, y, z); });
   o.instructions = count_;
   return o;
 }

@@ -38,6 +38,8 @@
 #include <cstdint>
 #include <string>
 
+#include "grid.hpp"
+
 namespace rig::sim::amd::gfx9 {
 
 // The GPU's view of memory: a pointer to `bytes` bytes at `address`, or null where they are
@@ -84,14 +86,8 @@ struct Dispatch {
   std::uint32_t chunk = 0, share = 0, shares = 1;
 };
 
-struct Outcome {
-  bool ok = true;
-  bool page_fault = false;          // the fault is a memory access outside mapped memory
-  std::uint64_t fault_address = 0;  // for a page fault
-  bool write = false;               // for a page fault: a store
-  std::string fault;                // what went wrong, naming the instruction
-  std::uint64_t instructions = 0;   // instructions run
-};
+// How a dispatch ended (grid.hpp).
+using amd::Outcome;
 
 // Runs the dispatch's groups one after another. A dispatch that is not wave64 faults at
 // once ("a wave32 dispatch"). `stop` is read every few thousand instructions: once it is set
