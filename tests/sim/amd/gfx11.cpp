@@ -279,15 +279,6 @@ struct Group {
   std::vector<Wave> waves;
 };
 
-std::uint32_t reverse_bits(std::uint32_t x) {
-  std::uint32_t r = 0;
-  for (int k = 0; k < 32; ++k) r |= ((x >> k) & 1u) << (31 - k);
-  return r;
-}
-
-float f(std::uint32_t x) { return std::bit_cast<float>(x); }
-std::uint32_t u(float x) { return std::bit_cast<std::uint32_t>(x); }
-std::int32_t i(std::uint32_t x) { return std::int32_t(x); }
 
 class Runner {
  public:

@@ -38,17 +38,8 @@ struct Group {
   std::vector<Wave> waves;
 };
 
-std::uint32_t reverse_bits(std::uint32_t x) {
-  std::uint32_t r = 0;
-  for (int k = 0; k < 32; ++k) r |= ((x >> k) & 1u) << (31 - k);
-  return r;
-}
-
-float f(std::uint32_t x) { return std::bit_cast<float>(x); }
-std::uint32_t u(float x) { return std::bit_cast<std::uint32_t>(x); }
 double df(std::uint64_t x) { return std::bit_cast<double>(x); }
 std::uint64_t du(double x) { return std::bit_cast<std::uint64_t>(x); }
-std::int32_t i(std::uint32_t x) { return std::int32_t(x); }
 std::uint32_t sext24(std::uint32_t x) { return std::uint32_t(std::int32_t(x << 8) >> 8); }
 
 // IEEE half precision (f16) to and from wider floats, rounding to nearest even.

@@ -1,10 +1,12 @@
 // grid.hpp — what the gfx11 and CDNA interpreters share: how a dispatch ended, the fault an
-// instruction throws to end it, and the loop over the groups of its grid.
+// instruction throws to end it, the loop over the groups of its grid, and the bit casts both
+// use.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -18,6 +20,16 @@ struct Outcome {
   std::string fault;                // what went wrong, naming the instruction
   std::uint64_t instructions = 0;   // instructions run
 };
+
+// A word's bits in reverse order, and a word as the float or signed integer it holds (and back).
+inline std::uint32_t reverse_bits(std::uint32_t x) {
+  std::uint32_t r = 0;
+  for (int k = 0; k < 32; ++k) r |= ((x >> k) & 1u) << (31 - k);
+  return r;
+}
+inline float f(std::uint32_t x) { return std::bit_cast<float>(x); }
+inline std::uint32_t u(float x) { return std::bit_cast<std::uint32_t>(x); }
+inline std::int32_t i(std::uint32_t x) { return std::int32_t(x); }
 
 // What ends a dispatch: why, and for an access outside mapped memory (page), its address and
 // whether it was a store.
