@@ -1270,7 +1270,7 @@ void Runner::mubuf(Wave& w, const Inst& in) {
     std::byte* p = nullptr;
     std::byte zeros[16] = {};
     if (private_buffer) {
-      p = priv(w, l, base + offset, bytes, store, name);
+      p = priv(w, l, offset, bytes, store, name);  // the resource's base is where the private bytes start
     } else if (offset + bytes > records) {
       if (store) continue;
       p = zeros;
