@@ -105,6 +105,7 @@ static_assert(kXccMax * kScratchBaseDwords * 4 <= kScratchBasesBytes);
 // that the slots stay in the host's caches (20 KiB): a slot rewritten from memory per value
 // cost a launch's submit more than its ring's copy did.
 constexpr std::uint64_t kSlots = 128;
+static_assert((kSlots & (kSlots - 1)) == 0 && (kFlights & (kFlights - 1)) == 0 && kSlots <= kFlights);
 
 // The dwords a Words or Fill part may write: its words, or the fill's ring_units (1024 when 0).
 inline std::uint32_t part_dwords(const rig_part& p) {
@@ -371,6 +372,9 @@ class Device final : public edge::Driver {
     const std::uint64_t left = kernargs_.bytes - kernarg_offset(at);
     return bytes <= left ? bytes : left + bytes;
   }
+  // Flight i's record: the first flight_limit_ records (a power of two) serve, so that on
+  // several XCCs, whose values in flight are few, a submit writes a record it wrote recently.
+  Flight& flight(std::uint64_t i) { return flights_[i & (flight_limit_ - 1)]; }
   // Where value v's (start, end) GPU clocks go: its slot of the control page's stamps.
   std::uint64_t stamps_of(std::uint64_t v) const { return control_.address + kStamps + (v % kFlights) * 16; }
   // Records whether value v is timed; a timed value's slot is zeroed for its work to write.
@@ -465,7 +469,7 @@ class Device final : public edge::Driver {
   std::uint64_t kernarg_pos_ = 0, kernarg_tail_ = 0;
   std::uint32_t compute_sequence_ = 0, copy_sequence_ = 0;
   std::uint64_t barriers_ = 0;  // XCC barriers encoded: the count's reference is xccs_ times it
-  std::uint64_t flight_limit_ = kFlights;  // values in flight at most: kSlots on several XCCs
+  std::uint64_t flight_limit_ = kFlights;  // values in flight at most (a power of two): kSlots on several XCCs
   std::uint64_t flight_head_ = 0, flight_tail_ = 0;  // [tail, head) of flights_ are in flight
   std::atomic<std::uint64_t> marks_sequence_{0};  // twice the marks written: odd while one is
   // A value's packets that are the same for every value, encoded at open and copied: its head

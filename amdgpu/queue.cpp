@@ -164,11 +164,11 @@ void Device::reclaim() {
   // The flights' values increase: all of them are done (the common case after a wait), or
   // those before the first one not reached.
   std::uint64_t done = flight_tail_;
-  if (flights_[(flight_head_ - 1) % kFlights].value <= reached) done = flight_head_;
+  if (flight(flight_head_ - 1).value <= reached) done = flight_head_;
   else
-    while (flights_[done % kFlights].value <= reached) ++done;
+    while (flight(done).value <= reached) ++done;
   if (done == flight_tail_) return;
-  const auto& f = flights_[(done - 1) % kFlights];
+  const auto& f = flight(done - 1);
   compute_.tail = f.compute_end, copy_.tail = f.copy_end, kernarg_tail_ = f.kernarg_end;
   flight_tail_ = done;
 }
@@ -208,7 +208,7 @@ void Device::submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint
       compute_.set64(start + lone.stamps_at[1], stamps_of(v) + 8);
     }
   }
-  flights_[flight_head_++ % kFlights] = {v, compute_.wptr - compute_held_, copy_.wptr, kernarg_pos_};
+  flight(flight_head_++) = {v, compute_.wptr - compute_held_, copy_.wptr, kernarg_pos_};
   ring_doorbell(compute_);
 }
 
@@ -513,7 +513,7 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
       compute_.set64(tail_at + pm4::kReleaseMemData, v);
     }
     compute_.wptr = pc.position();
-    flights_[flight_head_++ % kFlights] = {v, compute_.wptr - compute_held_, copies ? ps.position() : copy_.wptr,
+    flight(flight_head_++) = {v, compute_.wptr - compute_held_, copies ? ps.position() : copy_.wptr,
                                            kernarg_pos_};
     if (copies) {
       copy_.wptr = ps.position();
