@@ -1031,25 +1031,10 @@ void Runner::group(std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
       w.v[std::size_t(l)] = x | y << 10 | z << 20;  // v0: packed work-item ids
     }
   }
-  // Waves run one at a time, each to its end or to a barrier; a barrier releases once every
-  // wave that has not ended reached it.
-  for (;;) {
-    bool progress = false, all_done = true;
-    for (auto& w : g.waves) {
-      if (w.done) continue;
-      all_done = false;
-      if (w.at_barrier) continue;
-      progress = true;
-      while (!w.done && !w.at_barrier) {
-        step(w, g);
-        if ((count_ & 0xfff) == 0 && stop_) fail("stopped");
-      }
-    }
-    if (all_done) return;
-    if (!progress) {
-      for (auto& w : g.waves) w.at_barrier = false;  // every live wave waits: the barrier opens
-    }
-  }
+  // Waves run one at a time, each to its end or to a barrier.
+  run_waves(g.waves, [&](Wave& w) { step(w, g); }, [&] {
+    if ((count_ & 0xfff) == 0 && stop_) fail("stopped");
+  });
 }
 
 Outcome Runner::run() {

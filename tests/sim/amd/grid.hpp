@@ -75,4 +75,27 @@ Outcome run_grid(const std::uint32_t (&groups)[3], Share share, const std::atomi
   return o;
 }
 
+// Runs a group's waves one at a time, each by step(wave) to its end (done) or to a barrier
+// (at_barrier); a barrier opens once every wave that has not ended reached it. `stopped()` is
+// asked after each step.
+template <class Waves, class Step, class Stopped>
+void run_waves(Waves& waves, Step&& step, Stopped&& stopped) {
+  for (;;) {
+    bool progress = false, all_done = true;
+    for (auto& w : waves) {
+      if (w.done) continue;
+      all_done = false;
+      if (w.at_barrier) continue;
+      progress = true;
+      while (!w.done && !w.at_barrier) {
+        step(w);
+        stopped();
+      }
+    }
+    if (all_done) return;
+    if (!progress)
+      for (auto& w : waves) w.at_barrier = false;  // every live wave waits: the barrier opens
+  }
+}
+
 }  // namespace rig::sim::amd
