@@ -78,6 +78,13 @@ edge::EntryAnswer Device::entry(edge::ImageId id, std::string_view name) {
   t->wave32 = kd.wave32();  // the processor's, as image() checked
   if (t->user_sgprs > pm4::reg::kUserDataCount)
     throw edge::Fault(fmt::format("kernel {} wants {} user SGPRs, more than 16", name, t->user_sgprs));
+  using KD = KernelDescriptor;
+  if (xccs_ > 1 && (t->private_segment || (t->properties & KD::kUsesDynamicStack)) &&
+      (t->properties & (KD::kPrivateSegmentBuffer | KD::kFlatScratchInit)))
+    throw edge::Fault(fmt::format(
+        "kernel {} takes its scratch's address in user SGPRs (a private segment buffer or flat scratch init), which "
+        "one queue's packets give every XCC alike: on the {} XCCs of {} each XCC's waves need scratch of their own, "
+        "which architected flat scratch gives (as clang-19 builds gfx942 code)", name, xccs_, gpu_.arch));
   for (auto& a : k->args) {
     if (a.value_kind.starts_with("hidden_")) {
       // The launch writes the ones it knows; the rest stay as the zeroed arguments have them.
@@ -92,7 +99,8 @@ edge::EntryAnswer Device::entry(edge::ImageId id, std::string_view name) {
     std::uint64_t per_wave = scratch_per_wave(*t);
     std::uint64_t waves = std::max<std::uint64_t>(gpu_.get("simd_count"), 1) *
                           std::max<std::uint64_t>(gpu_.get("max_waves_per_simd", 16), 1);
-    std::uint64_t need = per_wave * waves;
+    // On several XCCs, each XCC's waves get a slice of it, and its end the slices' bases.
+    std::uint64_t need = per_wave * waves + (xccs_ > 1 ? kScratchBasesBytes : 0);
     if (scratch_.bytes < need) {
       auto block = make_block(need, kVramFlags);
       if (!block) {
@@ -102,6 +110,7 @@ edge::EntryAnswer Device::entry(edge::ImageId id, std::string_view name) {
       // The old scratch may serve launches in flight: it goes with the device.
       if (scratch_.bytes) scratch_retired_.push_back(scratch_);
       scratch_ = *block;
+      place_scratch();
     }
   }
   auto* raw = t.get();

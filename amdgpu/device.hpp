@@ -95,11 +95,27 @@ constexpr std::uint64_t kSlotTail = 2 * (kPredDwords + kReleaseDwords);
 constexpr std::uint64_t kSlotTailDwords = kPredDwords + 2 * kReleaseDwords;
 constexpr std::uint64_t kSlotDwords = 40;
 static_assert(kSlotTail + kSlotTailDwords <= kSlotDwords);
+// Several XCCs: the end of a scratch allocation holds the indirect buffer that sets each
+// XCC's COMPUTE_DISPATCH_SCRATCH_BASE (PRED_EXEC and a SET_SH_REG of two registers per XCC).
+constexpr std::uint64_t kScratchBaseDwords = kPredDwords + 4;
+constexpr std::uint64_t kScratchBasesBytes = kPage;
+static_assert(kXccMax * kScratchBaseDwords * 4 <= kScratchBasesBytes);
 // Slots, and so values in flight, on several XCCs: value v's slot is v % kSlots, written again
 // once v is reached (XCC 0 has stored the word from it, the other XCCs skip it). Few enough
 // that the slots stay in the host's caches (20 KiB): a slot rewritten from memory per value
 // cost a launch's submit more than its ring's copy did.
 constexpr std::uint64_t kSlots = 128;
+static_assert((kSlots & (kSlots - 1)) == 0 && (kFlights & (kFlights - 1)) == 0 && kSlots <= kFlights);
+
+// The dwords a Words or Fill part may write: its words, or the fill's ring_units (1024 when 0).
+inline std::uint32_t part_dwords(const rig_part& p) {
+  if (p.kind == RIG_KIND_WORDS) return p.work.words.count;
+  return p.work.fill.ring_units ? p.work.fill.ring_units : kFillDefaultUnits;
+}
+// On several XCCs, the bytes of the kernel-argument area a compute part's `dwords` words take
+// as XCC 0's indirect buffer: a PRED_EXEC and the words, in whole 64-byte lines so that the
+// kernel arguments after them stay aligned.
+inline std::uint64_t once_bytes(std::uint64_t dwords) { return round_up((kPredDwords + dwords) * 4, 64); }
 
 // A kernel argument the driver fills, by its metadata kind.
 enum class Hidden : std::uint8_t {
@@ -357,10 +373,16 @@ class Device final : public edge::Driver {
     const std::uint64_t left = kernargs_.bytes - kernarg_offset(at);
     return bytes <= left ? bytes : left + bytes;
   }
+  // Flight i's record: the first flight_limit_ records (a power of two) serve, so that on
+  // several XCCs, whose values in flight are few, a submit writes a record it wrote recently.
+  Flight& flight(std::uint64_t i) { return flights_[i & (flight_limit_ - 1)]; }
   // Where value v's (start, end) GPU clocks go: its slot of the control page's stamps.
   std::uint64_t stamps_of(std::uint64_t v) const { return control_.address + kStamps + (v % kFlights) * 16; }
   // Records whether value v is timed; a timed value's slot is zeroed for its work to write.
   inline void time_value(std::uint64_t v, bool timed);
+  // Takes `bytes` of the kernel-argument area at its position (from its start where they would
+  // straddle its end): their address.
+  inline std::uint64_t take_kernargs(std::uint64_t bytes);
   // Places a launch's kernel arguments: returns their address.
   inline std::uint64_t place_kernargs(const LaunchTemplate& t, const rig_launch& l);
   // Writes the per-launch user SGPRs of launches whose USER_DATA_0 value lies at ring
@@ -396,6 +418,10 @@ class Device final : public edge::Driver {
   }
   std::uint64_t slot_of(std::uint64_t v) const { return slots_.address + (v % kSlots) * kSlotDwords * 4; }
   std::uint32_t* slot_words(std::uint64_t v) const { return reinterpret_cast<std::uint32_t*>(slot_of(v)); }
+  // Sets scratch_slice_ for scratch_ (all of it on one XCC) and, with several XCCs, writes
+  // the indirect buffer that gives each XCC its slice's base (code.cpp calls it for a new
+  // scratch).
+  void place_scratch();
   // The scratch bytes a wave of t takes: its lanes' private segments (1 KiB each at least),
   // in the generation's COMPUTE_TMPRING_SIZE.WAVESIZE units.
   std::uint64_t scratch_per_wave(const LaunchTemplate& t) const;
@@ -424,6 +450,8 @@ class Device final : public edge::Driver {
   edge::ImageId next_image_ = 1;
   std::vector<Block> scratch_retired_;
   Block scratch_;
+  std::uint64_t scratch_slice_ = 0;  // the scratch bytes of each XCC's waves (place_scratch)
+  std::uint64_t scratch_bases_ = 0;  // several XCCs: the indirect buffer of each XCC's base
 
   // Driver memory.
   Block words_map_, word_map_, control_, eop_, cwsr_, kernargs_;
@@ -442,7 +470,7 @@ class Device final : public edge::Driver {
   std::uint64_t kernarg_pos_ = 0, kernarg_tail_ = 0;
   std::uint32_t compute_sequence_ = 0, copy_sequence_ = 0;
   std::uint64_t barriers_ = 0;  // XCC barriers encoded: the count's reference is xccs_ times it
-  std::uint64_t flight_limit_ = kFlights;  // values in flight at most: kSlots on several XCCs
+  std::uint64_t flight_limit_ = kFlights;  // values in flight at most (a power of two): kSlots on several XCCs
   std::uint64_t flight_head_ = 0, flight_tail_ = 0;  // [tail, head) of flights_ are in flight
   std::atomic<std::uint64_t> marks_sequence_{0};  // twice the marks written: odd while one is
   // A value's packets that are the same for every value, encoded at open and copied: its head

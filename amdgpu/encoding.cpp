@@ -97,7 +97,7 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
   std::uint32_t tmpring = 0;
   if (scratch) {
     const std::uint64_t per_wave = scratch_per_wave(t);
-    const std::uint64_t waves = std::min<std::uint64_t>(scratch_.bytes / per_wave, pm4::kTmpringWavesMax);
+    const std::uint64_t waves = std::min<std::uint64_t>(scratch_slice_ / per_wave, pm4::kTmpringWavesMax);
     tmpring = pm4::tmpring_size(gen_, std::uint32_t(waves), per_wave);
   }
   std::uint32_t pgm[2] = {std::uint32_t(t.code >> 8), std::uint32_t(t.code >> 40)};
@@ -112,7 +112,13 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC1, rsrc12);
   pc.set_sh_reg(pm4::reg::COMPUTE_PGM_RSRC3, t.rsrc3);
   pc.set_sh_reg(pm4::reg::COMPUTE_TMPRING_SIZE, tmpring);
-  if (pm4::has_dispatch_scratch_base(gpu_.get("gfx_target_version"))) pc.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_base);
+  if (pm4::has_dispatch_scratch_base(gpu_.get("gfx_target_version"))) {
+    // On several XCCs each XCC's base is its own slice's, from the scratch's indirect buffer
+    // (as many dwords as the SET_SH_REG it takes the place of).
+    static_assert(kIbDwords == pm4::Pm4::set_sh_reg_size(2));
+    if (scratch && xccs_ > 1) pc.indirect_buffer(scratch_bases_, xccs_ * kScratchBaseDwords);
+    else pc.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_base);
+  }
   pc.set_sh_reg(pm4::reg::COMPUTE_RESTART_X, zero3);
   const std::uint32_t user_at = pc.size() + 2;  // past the SET_SH_REG's header and register
   const auto user = user_sgprs(t, b);  // patched per launch
@@ -154,6 +160,26 @@ void Device::build_launch(const LaunchTemplate& t, const rig_launch& l) {
   std::memcpy(b.geometry.data(), geometry(l), kGeometryBytes);
   b.scratch_address = scratch_.address, b.scratch_bytes = scratch_.bytes;
   b.valid = true;
+}
+
+void Device::place_scratch() {
+  if (xccs_ == 1) {
+    scratch_slice_ = scratch_.bytes, scratch_bases_ = 0;
+    return;
+  }
+  // Several XCCs run a dispatch's waves at once, each XCC's in the scratch its own
+  // COMPUTE_DISPATCH_SCRATCH_BASE names: slice x of the scratch is XCC x's, its base set under
+  // PRED_EXEC for that XCC alone, in an indirect buffer at the scratch's end (PRED_EXEC works
+  // in indirect buffers only), as tinygrad's ops_amd.py sets scratch + x * (size / XCCs).
+  scratch_slice_ = (scratch_.bytes - kScratchBasesBytes) / xccs_ / pm4::tmpring_granule(gen_) * pm4::tmpring_granule(gen_);
+  scratch_bases_ = scratch_.address + scratch_.bytes - kScratchBasesBytes;
+  pm4::Pm4 ib(gen_, std::span(reinterpret_cast<std::uint32_t*>(scratch_bases_), xccs_ * kScratchBaseDwords));
+  for (std::uint32_t x = 0; x < xccs_; ++x) {
+    const std::uint64_t base = scratch_.address + x * scratch_slice_;
+    const std::uint32_t lo_hi[2] = {std::uint32_t(base >> 8), std::uint32_t(base >> 40)};
+    ib.pred_exec(1u << x, pm4::Pm4::set_sh_reg_size(2));
+    ib.set_sh_reg(pm4::reg::COMPUTE_DISPATCH_SCRATCH_BASE_LO, lo_hi);
+  }
 }
 
 void Device::copy(sdma::Sdma& ps, const rig_copy& c) {

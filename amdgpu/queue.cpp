@@ -7,12 +7,22 @@ namespace rig::amd::driver {
 bool Device::runs(const rig_part& p, std::uint32_t i, char* why) const {
   if (p.queue > 1) return rig_never(why, "part %u: queue %u, but the device has 2 queues", i, p.queue), false;
   switch (p.kind) {
-    case RIG_KIND_WORDS: return true;
-    case RIG_KIND_FILL:
-      if (p.work.fill.segment_bytes == 0) return true;
-      rig_never(why, "part %u: a fill that writes segments of %s, which the AMD driver does not build yet", i,
-                edge::bytes_figure(p.work.fill.segment_bytes).text);
-      return false;
+    case RIG_KIND_WORDS:
+    case RIG_KIND_FILL: {
+      if (p.kind == RIG_KIND_FILL && p.work.fill.segment_bytes) {
+        rig_never(why, "part %u: a fill that writes segments of %s, which the AMD driver does not build yet", i,
+                  edge::bytes_figure(p.work.fill.segment_bytes).text);
+        return false;
+      }
+      // On several XCCs, XCC 0 alone runs a compute part's words, under one PRED_EXEC.
+      const std::uint32_t dwords = part_dwords(p);
+      if (xccs_ > 1 && p.queue == 0 && dwords > pm4::kPredExecCountMax) {
+        rig_never(why, "part %u: %s of %u dwords, over the %u that one PRED_EXEC runs on XCC 0 alone of the %u XCCs", i,
+                  p.kind == RIG_KIND_WORDS ? "words" : "a fill", dwords, pm4::kPredExecCountMax, xccs_);
+        return false;
+      }
+      return true;
+    }
     case RIG_KIND_COPY:
       if (p.queue == 1) return true;
       return rig_never(why, "part %u: queue COMPUTE:0 does not run Copy (COPY:0 does)", i), false;
@@ -88,13 +98,19 @@ Plan Device::plan(const rig_part* parts, std::uint32_t count, std::uint32_t wait
     }
     switch (part.kind) {
       case RIG_KIND_WORDS:
-        if (on_copy) copy_packet(part.work.words.count);
-        else p.compute += part.work.words.count + (xccs_ > 1 ? kXccPartDwords : 0);
-        break;
       case RIG_KIND_FILL: {
-        std::uint64_t n = part.work.fill.ring_units ? part.work.fill.ring_units : kFillDefaultUnits;
-        if (on_copy) copy_packet(n);
-        else p.compute += n + (xccs_ > 1 ? kXccPartDwords : 0);
+        const std::uint32_t n = part_dwords(part);
+        if (on_copy) {
+          copy_packet(n);
+        } else if (xccs_ > 1) {  // an indirect buffer of XCC 0's, its words in the kernel-argument area
+          p.compute += (n ? kIbDwords : 0) + kXccPartDwords;
+          if (n) {
+            const std::uint64_t cost = kernarg_cost(kernarg_at, once_bytes(n));
+            kernarg_at += cost, p.kernargs += cost;
+          }
+        } else {
+          p.compute += n;
+        }
         break;
       }
       case RIG_KIND_COPY: {
@@ -148,11 +164,11 @@ void Device::reclaim() {
   // The flights' values increase: all of them are done (the common case after a wait), or
   // those before the first one not reached.
   std::uint64_t done = flight_tail_;
-  if (flights_[(flight_head_ - 1) % kFlights].value <= reached) done = flight_head_;
+  if (flight(flight_head_ - 1).value <= reached) done = flight_head_;
   else
-    while (flights_[done % kFlights].value <= reached) ++done;
+    while (flight(done).value <= reached) ++done;
   if (done == flight_tail_) return;
-  const auto& f = flights_[(done - 1) % kFlights];
+  const auto& f = flight(done - 1);
   compute_.tail = f.compute_end, copy_.tail = f.copy_end, kernarg_tail_ = f.kernarg_end;
   flight_tail_ = done;
 }
@@ -192,7 +208,7 @@ void Device::submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint
       compute_.set64(start + lone.stamps_at[1], stamps_of(v) + 8);
     }
   }
-  flights_[flight_head_++ % kFlights] = {v, compute_.wptr - compute_held_, copy_.wptr, kernarg_pos_};
+  flight(flight_head_++) = {v, compute_.wptr - compute_held_, copy_.wptr, kernarg_pos_};
   ring_doorbell(compute_);
 }
 
@@ -288,14 +304,19 @@ void Device::launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v) {
   patch_user(b, start + b.user_at, args, v);
 }
 
+std::uint64_t Device::take_kernargs(std::uint64_t bytes) {
+  kernarg_pos_ += kernarg_cost(kernarg_pos_, bytes) - bytes;  // to the start if they would straddle the end
+  const std::uint64_t at = kernargs_.address + kernarg_offset(kernarg_pos_);
+  kernarg_pos_ += bytes;
+  return at;
+}
+
 std::uint64_t Device::place_kernargs(const LaunchTemplate& t, const rig_launch& l) {
   // The kernel arguments: the launch's parameters, then the hidden arguments, then an HSA
   // dispatch packet for kernels that read one (dispatch_ptr).
   const BuiltLaunch& b = t.built;
   const std::uint64_t bytes = b.kernargs.size();
-  kernarg_pos_ += kernarg_cost(kernarg_pos_, bytes) - bytes;  // to the start if they would straddle the end
-  const std::uint64_t at = kernargs_.address + kernarg_offset(kernarg_pos_);
-  kernarg_pos_ += bytes;
+  const std::uint64_t at = take_kernargs(bytes);
   auto* args = reinterpret_cast<std::byte*>(at);
   std::memcpy(args, b.kernargs.data(), bytes);
   // rig gives at most the explicit arguments' bytes (the entry's parameter bytes).
@@ -402,30 +423,55 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
       switch (part.kind) {
         case RIG_KIND_WORDS:
         case RIG_KIND_FILL: {
-          std::span<const std::uint32_t> words;
-          std::array<std::uint32_t, kFillDefaultUnits> fill_words;
-          std::vector<std::uint32_t> big;
-          if (part.kind == RIG_KIND_WORDS) {
-            words = {part.work.words.words, part.work.words.count};
-          } else {
+          const char* what = part.kind == RIG_KIND_WORDS ? "words" : "a fill";
+          // A fill's words, written into `buffer` (room for `capacity`): false once it failed.
+          std::uint32_t filled = 0;
+          auto fill = [&](std::uint32_t* buffer, std::uint32_t capacity) {
             auto& f = part.work.fill;
-            std::uint32_t capacity = f.ring_units ? f.ring_units : kFillDefaultUnits;
-            std::uint32_t* buffer = fill_words.data();
-            if (capacity > fill_words.size()) big.resize(capacity), buffer = big.data();
             FillQueue q{buffer, capacity, 0, on_copy ? kEngineSdma : kEnginePm4, 0, v};
             if (int code = f.fn(&q, f.arg, v))
-              return failed(failure, fmt::format("the fill of value {} part {} returned {}", v, i, code));
+              return failed(failure, fmt::format("the fill of value {} part {} returned {}", v, i, code)), false;
             if (q.count > capacity)
               return failed(failure, fmt::format("the fill of value {} part {} wrote {} dwords, more than its {}", v,
-                                                   i, q.count, capacity));
-            words = {buffer, q.count};
+                                                   i, q.count, capacity)), false;
+            filled = q.count;
+            return true;
+          };
+          if (xccs_ > 1 && !on_copy) {
+            // Every XCC runs the ring's packets: XCC 0 alone runs the part's, under PRED_EXEC in
+            // an indirect buffer (PRED_EXEC works in indirect buffers only) in the kernel-argument
+            // area, where room planned its bytes; the barrier below holds the other XCCs.
+            const std::uint32_t capacity = part_dwords(part);
+            if (!capacity) break;
+            const std::uint64_t at = take_kernargs(once_bytes(capacity));
+            auto* ib = reinterpret_cast<std::uint32_t*>(at);
+            if (part.kind == RIG_KIND_WORDS) std::memcpy(ib + kPredDwords, part.work.words.words, capacity * 4);
+            else if (!fill(ib + kPredDwords, capacity)) return RIG_FAILED;
+            const std::uint32_t n = part.kind == RIG_KIND_WORDS ? capacity : filled;
+            if (!n) break;
+            pm4::Pm4(gen_, std::span(ib, kPredDwords)).pred_exec(1, n);
+            mark(start, 0, v, i, what);
+            pc.indirect_buffer(at, std::uint32_t(kPredDwords) + n);
+          } else {
+            std::span<const std::uint32_t> words;
+            std::array<std::uint32_t, kFillDefaultUnits> fill_words;
+            std::vector<std::uint32_t> big;
+            if (part.kind == RIG_KIND_WORDS) {
+              words = {part.work.words.words, part.work.words.count};
+            } else {
+              const std::uint32_t capacity = part_dwords(part);
+              std::uint32_t* buffer = fill_words.data();
+              if (capacity > fill_words.size()) big.resize(capacity), buffer = big.data();
+              if (!fill(buffer, capacity)) return RIG_FAILED;
+              words = {buffer, filled};
+            }
+            // The writers' positions move on past the words placed by hand.
+            ring.wptr = start;
+            place_words(ring, words, on_copy);
+            if (on_copy) ps = sdma::Sdma(std::span(ring.words, ring.dwords), ring.wptr, sdma_);
+            else pc = pm4::Pm4(gen_, std::span(ring.words, ring.dwords), ring.wptr);
+            mark(start, part.queue, v, i, what);
           }
-          // The writers' positions move on past the words placed by hand.
-          ring.wptr = start;
-          place_words(ring, words, on_copy);
-          if (on_copy) ps = sdma::Sdma(std::span(ring.words, ring.dwords), ring.wptr, sdma_);
-          else pc = pm4::Pm4(gen_, std::span(ring.words, ring.dwords), ring.wptr);
-          mark(start, part.queue, v, i, part.kind == RIG_KIND_WORDS ? "words" : "a fill");
           break;
         }
         case RIG_KIND_COPY:
@@ -440,8 +486,9 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
         }
       }
       // Several XCCs: a compute part that signals or is followed by more is done on every XCC,
-      // and its writes visible to each, before the next part or its signal.
-      if (xccs_ > 1 && !on_copy && (signals[i] || (part.kind == RIG_KIND_LAUNCH && i + 1 < count))) {
+      // and its writes visible to each, before the next part or its signal (a Words or Fill
+      // part, which XCC 0 alone runs, too: the others wait for it there).
+      if (xccs_ > 1 && !on_copy && (signals[i] || i + 1 < count)) {
         barrier(pc);
         pc.acquire_mem();
       }
@@ -466,7 +513,7 @@ int Device::submit_parts(const rig_part* parts, std::uint32_t count, const rig_w
       compute_.set64(tail_at + pm4::kReleaseMemData, v);
     }
     compute_.wptr = pc.position();
-    flights_[flight_head_++ % kFlights] = {v, compute_.wptr - compute_held_, copies ? ps.position() : copy_.wptr,
+    flight(flight_head_++) = {v, compute_.wptr - compute_held_, copies ? ps.position() : copy_.wptr,
                                            kernarg_pos_};
     if (copies) {
       copy_.wptr = ps.position();

@@ -5,7 +5,7 @@
 Each FILE is a code object (an AMDGPU ELF) or a host library with a .hip_fatbin section of
 clang offload bundles, whose gfx90a and gfx942 code objects are taken. Every code object is
 disassembled by `llvm-objdump-19 -d --mcpu=PROCESSOR`; each instruction's dwords go to the
-gfx9_mnemonics program (built from gfx9.cpp's `mnemonic`), which names it as llvm-objdump
+gfx9_mnemonics program (built from gfx9_decode.cpp's `mnemonic`), which names it as llvm-objdump
 does or refuses it. Per processor the tool prints the distinct mnemonics, how many of them the
 interpreter decodes, the same for instruction counts, and the mnemonics it refuses, most
 frequent first. With --require P it fails (exit status 1) when, for some processor, the

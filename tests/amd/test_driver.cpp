@@ -175,7 +175,7 @@ TEST_CASE("a gfx942 device of several XCCs reads its compute ring on every XCC: 
     std::vector<std::uint32_t> xccs(part.xccs);
     for (std::uint32_t x = 0; x < part.xccs; ++x) xccs[x] = x;
     CHECK(sim.compute_queue_xccs() == xccs);
-    // Words run on every XCC; the value's word is stored once.
+    // A Words part runs on XCC 0; the value's word is stored once.
     Buffer out = Buffer::create(d, 4);
     const auto word = reinterpret_cast<std::uint64_t>(d->facts().word);
     const std::uint64_t stored = sim.stores_to(word);
@@ -207,6 +207,57 @@ TEST_CASE("a gfx942 device of several XCCs reads its compute ring on every XCC: 
     bool right = true;
     for (std::uint32_t i = 0; i < n; ++i) right = right && sums[i] == float(i) + 0.5f;
     CHECK(right);
+    CHECK(!d->lost());
+  }
+}
+
+TEST_CASE("on several XCCs each XCC's waves have scratch of their own: private arrays over every XCC match the host") {
+  // The simulator runs an XCC's waves in the scratch its own packets named and faults a
+  // dispatch whose XCCs' scratch overlaps, as waves of one dispatch run on every XCC at once.
+  // gfx90a (one XCC, no scratch base register) runs the same kernel for comparison.
+  const XccPart parts[] = {kXccParts[0], kXccParts[1], {sim::amd::Config::mi250x(), 110, 1}};
+  for (const auto& part : parts) {
+    CAPTURE(part.xccs);
+    CAPTURE(part.config.arch);
+    auto config = part.config;
+    config.vram_bytes = 1ull << 30;  // scratch for every wave the GPU holds: 608 MiB on MI300X
+    auto& sim = simulator(config);
+    Opened d(sim);
+    auto image = Image::load(d, file_bytes(fmt::format("{}/gfx9_kernels_{}.co", RIG_AMD_KERNEL_DIR, config.arch)));
+    REQUIRE_MESSAGE(image, (image ? std::string() : image.error()));
+    auto f = image->resolve("private_array");
+    REQUIRE(f);
+    auto s = launch_part(d, *f, 16, {0, 8}, 1, 1);
+    auto block = s.block(0);
+    const std::uint32_t groups = 2 * part.xccs + 1, n = groups * 64;
+    Run run;
+    run.groups(block, groups);
+    run.threads(block, 64);
+    Buffer in = Buffer::create(d, n * 4), out = Buffer::create(d, n * 4);
+    in.write<std::uint32_t>([](std::span<std::uint32_t> x) {
+      for (std::uint32_t i = 0; i < x.size(); ++i) x[i] = i * 2654435761u >> 7;
+    });
+    Buffer reads[] = {in}, written[] = {out};
+    for (int repeat = 0; repeat < 2; ++repeat) {  // the second launch is the built copy's
+      out.write<std::uint32_t>([](std::span<std::uint32_t> x) { std::fill(x.begin(), x.end(), 0u); });
+      try {
+        submit(s, run, reads, written).wait();
+      } catch (const Lost&) {
+        const auto faults = sim.faults();
+        FAIL_CHECK((faults.empty() ? std::string("lost") : faults.back()));
+        throw;
+      }
+      auto got = out.read<std::uint32_t>([](std::span<const std::uint32_t> x) { return std::vector(x.begin(), x.end()); });
+      std::uint32_t wrong = 0;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        std::uint32_t sum = 0, at = i * 2654435761u >> 7;
+        for (std::uint32_t k = 0; k < 8; ++k) sum += ((at + 5 * k) % 48) * ((at + 5 * k) % 48) + i;
+        wrong += got[i] != sum;
+      }
+      CHECK(wrong == 0);
+    }
+    const auto faults = sim.faults();
+    CHECK_MESSAGE(faults.empty(), (faults.empty() ? std::string() : faults.back()));
     CHECK(!d->lost());
   }
 }
@@ -276,36 +327,83 @@ TEST_CASE("a foreign wait holds every XCC of a gfx942 device until the producer'
   producer->close();
 }
 
-TEST_CASE("every XCC runs a ring's packets, and PRED_EXEC in an indirect buffer picks which of them run the next ones") {
+TEST_CASE("on several XCCs a Words part runs once, on XCC 0, and PRED_EXEC in an indirect buffer picks XCCs") {
+  // Every XCC runs the ring's packets; the driver gives a compute part's words to XCC 0
+  // alone, so an ATOMIC_MEM among them adds once. An indirect buffer among the words picks
+  // XCCs with PRED_EXEC: XCC 0 runs what a mask naming it selects and skips the rest.
+  for (const auto& part : kXccParts) {
+    CAPTURE(part.xccs);
+    auto& sim = simulator(part.config);
+    Opened d(sim);
+    Buffer counter = Buffer::create(d, 4096);
+    counter.write<std::uint64_t>([](std::span<std::uint64_t> x) { std::fill(x.begin(), x.end(), 0ull); });
+    Buffer ib = Buffer::create(d, 4096);
+    std::array<std::uint32_t, 3 * (2 + 9)> ib_words{};
+    pm4::Pm4 p(pm4::Gen::Gfx9_4, ib_words);
+    p.pred_exec(0b101, 1 + pm4::kAtomicMemBody);
+    p.atomic_add64(counter.address(), 1);
+    p.pred_exec(0b110, 1 + pm4::kAtomicMemBody);
+    p.atomic_add64(counter.address(), 1000);
+    p.atomic_add64(counter.address(), 16);
+    ib.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy_n(ib_words.begin(), p.size(), x.begin()); });
+    std::array<std::uint32_t, 4 + 9> ring_words{};
+    pm4::Pm4 r(pm4::Gen::Gfx9_4, ring_words);
+    r.indirect_buffer(ib.address(), p.size());
+    r.atomic_add64(counter.address() + 8, 1);
+    auto words = words_buffer(d, ring_words);
+    auto s = words_part(d, words);
+    Run run;
+    for (int repeat = 0; repeat < 3; ++repeat) submit(s, run, {}, {}).wait();
+    auto got = counter.read<std::uint64_t>([](std::span<const std::uint64_t> x) { return std::pair(x[0], x[1]); });
+    CHECK(got.first == 3 * (1 + 16));  // on every XCC: 3 * (2 + 2000 + 16 * xccs)
+    CHECK(got.second == 3);            // on every XCC: 3 * xccs
+    CHECK(sim.faults().empty());
+    CHECK(!d->lost());
+  }
+}
+
+TEST_CASE("on several XCCs a Fill part on COMPUTE:0 is called once per value and its packets run once") {
   auto& sim = simulator(sim::amd::Config::mi300x());
   Opened d(sim);
-  Buffer counter = Buffer::create(d, 4096);
+  struct Arg {
+    std::uint64_t address;  // the counter the fill's ATOMIC_MEM adds 1 to
+    std::uint64_t calls;
+  };
+  Buffer counter = Buffer::create(d, 64);
   counter.write<std::uint64_t>([](std::span<std::uint64_t> x) { std::fill(x.begin(), x.end(), 0ull); });
-  // An indirect buffer: ATOMIC_MEM +1 under PRED_EXEC for XCCs 0 and 2, then +16 for all.
-  Buffer ib = Buffer::create(d, 4096);
-  std::array<std::uint32_t, 2 + 9 + 9> ib_words{};
-  pm4::Pm4 p(pm4::Gen::Gfx9_4, ib_words);
-  p.pred_exec(0b101, 1 + pm4::kAtomicMemBody);
-  p.atomic_add64(counter.address(), 1);
-  p.atomic_add64(counter.address(), 16);
-  ib.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy(ib_words.begin(), ib_words.end(), x.begin()); });
-  std::array<std::uint32_t, 4 + 9> ring_words{};
-  pm4::Pm4 r(pm4::Gen::Gfx9_4, ring_words);
-  r.indirect_buffer(ib.address(), p.size());
-  r.atomic_add64(counter.address() + 8, 1);  // in the ring: every XCC adds its 1
-  auto words = words_buffer(d, ring_words);
+  Buffer arg = Buffer::create(d, sizeof(Arg));
+  arg.write<Arg>([&](std::span<Arg> a) { a[0] = {counter.address(), 0}; });
+  auto fill = [](void* queue, void* a, std::uint64_t) -> int {
+    auto& q = *static_cast<rig::amd::FillQueue*>(queue);
+    auto& self = *static_cast<Arg*>(a);
+    ++self.calls;
+    pm4::Pm4 p(pm4::Gen::Gfx9_4, std::span(q.words + q.count, q.capacity - q.count));
+    p.atomic_add64(self.address, 1);
+    q.count += p.size();
+    return 0;
+  };
+  Submission::Part part{"COMPUTE:0", {}, Submission::Fill{fill, arg, 16, 0}};
+  auto s = Submission::make(d, std::span(&part, 1), 0, 0);
   Run run;
-  submit(words_part(d, words), run, {}, {}).wait();
-  auto got = counter.read<std::uint64_t>([](std::span<const std::uint64_t> x) { return std::pair(x[0], x[1]); });
-  CHECK(got.first == 2 + 8 * 16);
-  CHECK(got.second == 8);
+  for (int repeat = 0; repeat < 4; ++repeat) submit(s, run, {}, {}).wait();
+  CHECK(arg.read<Arg>([](std::span<const Arg> a) { return a[0].calls; }) == 4);
+  CHECK(counter.read<std::uint64_t>([](std::span<const std::uint64_t> x) { return x[0]; }) == 4);  // 32 on every XCC
   CHECK(sim.faults().empty());
-  // PRED_EXEC in the ring itself is refused, as the command processor predicates packets in
-  // indirect buffers only; the fault names it.
+  CHECK(!d->lost());
+}
+
+TEST_CASE("PRED_EXEC in a ring is refused, naming it: the command processor predicates packets in indirect buffers only") {
+  // On one XCC a Words part's packets go into the ring as they are.
+  auto config = sim::amd::Config::mi300x();
+  config.xccs = 1;
+  auto& sim = simulator(config);
+  Opened d(sim);
+  Buffer counter = Buffer::create(d, 64);
   std::array<std::uint32_t, 2 + 9> bare{};
   pm4::Pm4 q(pm4::Gen::Gfx9_4, bare);
   q.pred_exec(1, 1 + pm4::kAtomicMemBody);
   q.atomic_add64(counter.address(), 1);
+  Run run;
   CHECK_THROWS_AS(submit(words_part(d, words_buffer(d, bare)), run, {}, {}).wait(), Lost);
   const auto faults = sim.faults();
   REQUIRE(!faults.empty());
@@ -787,6 +885,28 @@ TEST_CASE("room refuses what the queues can never hold, naming the ring and its 
     CAPTURE(what);
     CHECK(what.starts_with(std::string(d->name()) + ": 1 part and 0 waits take "));
     CHECK(what.ends_with(" bytes of the COMPUTE:0 ring, over its 4 KiB"));
+  }
+  CHECK(!d->lost());
+  Buffer out = Buffer::create(d, 4);
+  writes(d, out, 7);
+  CHECK(read_u32(out) == 7);
+}
+
+TEST_CASE("on several XCCs room refuses a compute part of more words than one PRED_EXEC runs, and the device goes on") {
+  auto& sim = simulator(sim::amd::Config::mi300x());
+  Opened d(sim);
+  std::vector<std::uint32_t> big(pm4::kPredExecCountMax + 1);
+  pm4::Pm4(pm4::Gen::Gfx9_4, big).nop(std::uint32_t(big.size() / 2));
+  pm4::Pm4(pm4::Gen::Gfx9_4, std::span(big).subspan(big.size() / 2)).nop(std::uint32_t(big.size() - big.size() / 2));
+  Run run;
+  try {
+    submit(words_part(d, words_buffer(d, big)), run, {}, {});
+    FAIL("the submit was not refused");
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(what == std::string(d->name()) +
+                      ": part 0: words of 16384 dwords, over the 16383 that one PRED_EXEC runs on XCC 0 alone of the 8 XCCs");
   }
   CHECK(!d->lost());
   Buffer out = Buffer::create(d, 4);

@@ -262,12 +262,6 @@ std::variant<Inst, DecodeError> decode(const std::uint32_t* w, std::size_t avail
 
 // ---- Execution.
 
-struct Fault {
-  std::string why;
-  bool page = false;
-  std::uint64_t address = 0;
-  bool write = false;
-};
 
 struct Wave {
   std::array<std::uint32_t, kSgprs + 2> s{};  // s0..s105, vcc_lo, vcc_hi
@@ -285,15 +279,6 @@ struct Group {
   std::vector<Wave> waves;
 };
 
-std::uint32_t reverse_bits(std::uint32_t x) {
-  std::uint32_t r = 0;
-  for (int k = 0; k < 32; ++k) r |= ((x >> k) & 1u) << (31 - k);
-  return r;
-}
-
-float f(std::uint32_t x) { return std::bit_cast<float>(x); }
-std::uint32_t u(float x) { return std::bit_cast<std::uint32_t>(x); }
-std::int32_t i(std::uint32_t x) { return std::int32_t(x); }
 
 class Runner {
  public:
@@ -350,7 +335,6 @@ class Runner {
   Memory& mem_;
   const std::atomic<bool>& stop_;
   std::uint64_t count_ = 0;
-  std::uint32_t group_id_[3] = {};
 };
 
 std::uint32_t Runner::sread(const Wave& w, std::uint32_t c, const Inst& in) const {
@@ -1047,43 +1031,15 @@ void Runner::group(std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
       w.v[std::size_t(l)] = x | y << 10 | z << 20;  // v0: packed work-item ids
     }
   }
-  // Waves run one at a time, each to its end or to a barrier; a barrier releases once every
-  // wave that has not ended reached it.
-  for (;;) {
-    bool progress = false, all_done = true;
-    for (auto& w : g.waves) {
-      if (w.done) continue;
-      all_done = false;
-      if (w.at_barrier) continue;
-      progress = true;
-      while (!w.done && !w.at_barrier) {
-        step(w, g);
-        if ((count_ & 0xfff) == 0 && stop_) fail("stopped");
-      }
-    }
-    if (all_done) return;
-    if (!progress) {
-      for (auto& w : g.waves) w.at_barrier = false;  // every live wave waits: the barrier opens
-    }
-  }
+  // Waves run one at a time, each to its end or to a barrier.
+  run_waves(g.waves, [&](Wave& w) { step(w, g); }, [&] {
+    if ((count_ & 0xfff) == 0 && stop_) fail("stopped");
+  });
 }
 
 Outcome Runner::run() {
-  Outcome o;
-  try {
-    if (!d_.wave32) fail("a wave64 dispatch");
-    for (std::uint32_t z = 0; z < d_.groups[2]; ++z)
-      for (std::uint32_t y = 0; y < d_.groups[1]; ++y)
-        for (std::uint32_t x = 0; x < d_.groups[0]; ++x) {
-          group_id_[0] = x, group_id_[1] = y, group_id_[2] = z;
-          group(x, y, z);
-          if (stop_) fail("stopped");
-        }
-  } catch (const Fault& f) {
-    o.ok = false;
-    o.page_fault = f.page, o.fault_address = f.address, o.write = f.write;
-    o.fault = fmt::format("{} (group {},{},{})", f.why, group_id_[0], group_id_[1], group_id_[2]);
-  }
+  Outcome o = run_grid(d_.groups, {}, stop_, [&] { if (!d_.wave32) fail("a wave64 dispatch"); },
+                       [&](std::uint32_t x, std::uint32_t y, std::uint32_t z) { group(x, y, z); });
   o.instructions = count_;
   return o;
 }

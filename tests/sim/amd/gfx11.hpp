@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <string>
 
+#include "grid.hpp"
+
 namespace rig::sim::amd::gfx11 {
 
 // The GPU's view of memory: a pointer to `bytes` bytes at `address`, or null where they are
@@ -37,14 +39,8 @@ struct Dispatch {
   bool wave32 = true;
 };
 
-struct Outcome {
-  bool ok = true;
-  bool page_fault = false;          // the fault is a memory access outside mapped memory
-  std::uint64_t fault_address = 0;  // for a page fault
-  bool write = false;               // for a page fault: a store
-  std::string fault;                // what went wrong, naming the instruction
-  std::uint64_t instructions = 0;   // instructions run
-};
+// How a dispatch ended (grid.hpp).
+using amd::Outcome;
 
 // Runs the dispatch's groups one after another. `stop` is read every few thousand
 // instructions: once it is set the run ends with a fault "stopped".

@@ -23,8 +23,9 @@
 // faults it naming the register or byte and the allocation.
 //
 // Private memory: SCRATCH instructions address each work-item's own `private_bytes` bytes
-// (offset 0 is its first byte; the hardware's FLAT_SCRATCH base and swizzle are below this
-// model). FLAT addresses in the private aperture (src_private_base) reach the same bytes, as
+// (offset 0 is its first byte), in memory at the dispatch's scratch base where it has one
+// (Dispatch::scratch_base), so that XCCs given one scratch area share bytes as hardware's
+// would; an access to scratch outside mapped memory faults as a page fault there. FLAT addresses in the private aperture (src_private_base) reach the same bytes, as
 // do MUBUF accesses through a buffer resource with ADD_TID_ENABLE (word 3, bit 23), which
 // address them from the resource's base: the private segment buffer a gfx90a kernel gets in
 // its first user SGPRs (the private segment wave offset SGPR is 0). FLAT addresses in the
@@ -36,6 +37,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "grid.hpp"
 
 namespace rig::sim::amd::gfx9 {
 
@@ -69,20 +72,22 @@ struct Dispatch {
   std::uint32_t threads[3] = {1, 1, 1};
   bool wave64 = true;
   std::uint32_t private_bytes = 0;  // per work-item (COMPUTE_TMPRING_SIZE.WAVESIZE / 64)
+  // Where this XCC's waves' private memory lies (COMPUTE_DISPATCH_SCRATCH_BASE, as the XCC's
+  // packets set it) and the wave slots there (COMPUTE_TMPRING_SIZE.WAVES): the n-th wave of
+  // a group runs in slot n, whose 64 * private_bytes bytes start at scratch_base + n * that,
+  // lane l's at l * private_bytes among them (the hardware's own swizzle is below this
+  // model). With scratch_base 0 (gfx90a, which has no such register) each wave keeps its
+  // private bytes in the interpreter.
+  std::uint64_t scratch_base = 0;
+  std::uint32_t scratch_waves = 0;
   // One XCC's share of a grid that `shares` XCCs run: with a chunk of n groups, the groups
   // whose linear index (x fastest) lies in chunks share, share + shares, ...; a chunk of 0
   // runs them all.
   std::uint32_t chunk = 0, share = 0, shares = 1;
 };
 
-struct Outcome {
-  bool ok = true;
-  bool page_fault = false;          // the fault is a memory access outside mapped memory
-  std::uint64_t fault_address = 0;  // for a page fault
-  bool write = false;               // for a page fault: a store
-  std::string fault;                // what went wrong, naming the instruction
-  std::uint64_t instructions = 0;   // instructions run
-};
+// How a dispatch ended (grid.hpp).
+using amd::Outcome;
 
 // Runs the dispatch's groups one after another. A dispatch that is not wave64 faults at
 // once ("a wave32 dispatch"). `stop` is read every few thousand instructions: once it is set

@@ -141,6 +141,20 @@ struct Simulator::Impl final : gfx11::Memory {
   std::atomic<std::uint64_t> dispatches{0}, instructions{0}, pm4{0}, sdma{0};
   std::mutex stores_mutex;
   std::unordered_map<std::uint64_t, std::uint64_t> stores;  // RELEASE_MEM stores by address
+  // The scratch each XCC's share of a dispatch uses, by the ring the XCCs' queues read and the
+  // dispatch's place among that ring's dispatches: the XCCs run one dispatch's shares at once,
+  // so their scratch must not overlap. An entry goes once every XCC has run its share, or with
+  // the ring's queues. Under scratch_mutex.
+  struct ScratchUse {
+    std::uint32_t xcc;
+    std::uint64_t begin, end;
+    bool runs;  // the XCC's share has groups: an XCC without any uses none of its scratch
+  };
+  std::mutex scratch_mutex;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::vector<ScratchUse>> scratch_uses;
+  // Records XCC `xcc`'s scratch [begin, end) for dispatch `ordinal` of `ring`: the XCC whose
+  // scratch it overlaps, if one does.
+  std::optional<ScratchUse> use_scratch(std::uint64_t ring, std::uint64_t ordinal, ScratchUse use);
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   unsigned long fail_request = 0;
   int fail_error = 0;
@@ -191,6 +205,7 @@ struct Queue {
   std::uint64_t ring, ring_bytes, rptr_address, wptr_address;
   std::uint64_t rptr = 0;  // consumed, in the queue's units (dwords for PM4, bytes for SDMA)
   std::uint32_t xcc = 0;   // a compute queue's XCC, whose command processor runs it
+  std::uint64_t dispatched = 0;  // DISPATCH_DIRECTs run, the same count on every XCC of a ring
   std::atomic<bool> stop{false};
   bool faulted = false;
   std::array<std::uint32_t, 0x400> sh{};     // SH registers, from 0x2C00
@@ -645,7 +660,22 @@ int Simulator::Impl::destroy_queue(std::uint32_t id) {
   released.notify_all();
   parks.notify_all();
   q->thread.join();
+  {
+    std::lock_guard g(scratch_mutex);
+    std::erase_if(scratch_uses, [&](const auto& use) { return use.first.first == q->ring; });
+  }
   return 0;
+}
+
+std::optional<Simulator::Impl::ScratchUse> Simulator::Impl::use_scratch(std::uint64_t ring, std::uint64_t ordinal,
+                                                                        ScratchUse use) {
+  std::lock_guard g(scratch_mutex);
+  auto& uses = scratch_uses[{ring, ordinal}];
+  for (const auto& other : uses)
+    if (use.runs && other.runs && use.begin < other.end && other.begin < use.end) return other;
+  uses.push_back(use);
+  if (uses.size() == config.xccs) scratch_uses.erase({ring, ordinal});
+  return std::nullopt;
 }
 
 // ---- The ioctls.
@@ -1001,8 +1031,12 @@ bool Queue::pm4_packet(const Pm4Packet& packet, const std::string& name, int dep
     return write(c->address, &value, n, "COPY_DATA");
   }
   if (auto* ib = std::get_if<IndirectBuffer>(&packet)) {
-    if (depth) {
-      sim.fault(*this, "PM4 INDIRECT_BUFFER inside an indirect buffer: chaining is not simulated", false, 0, false);
+    // The command processor runs two levels of indirect buffers: the GC has CP_IB1_* and
+    // CP_IB2_* registers (amdgpu's gfx files list both among the registers they dump,
+    // gc_reg_list_*); a third level is refused.
+    if (depth >= 2) {
+      sim.fault(*this, "PM4 INDIRECT_BUFFER inside a second-level indirect buffer: the command processor has two levels",
+                false, 0, false);
       return false;
     }
     std::vector<std::uint32_t> words(ib->dwords);
@@ -1109,6 +1143,35 @@ bool Queue::dispatch(const DispatchDirect& d) {
         return false;
       }
       g.chunk = chunk, g.share = logical, g.shares = sim.config.xccs;
+    }
+    const std::uint64_t ordinal = dispatched++;
+    // On gfx942 the waves' private memory lies at the scratch base this XCC's packets set
+    // (COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI, in 256-byte units), WAVES (bits 0..11) slots of
+    // WAVESIZE each: all of it mapped, and on several XCCs none of it another XCC's for the
+    // same dispatch.
+    if (g.private_bytes && g.target == gfx9::Target::gfx942) {
+      constexpr std::uint32_t SCRATCH_BASE_LO = 0xB840 / 4, SCRATCH_BASE_HI = 0xB844 / 4;
+      if (!need(SCRATCH_BASE_LO, "COMPUTE_DISPATCH_SCRATCH_BASE_LO") ||
+          !need(SCRATCH_BASE_HI, "COMPUTE_DISPATCH_SCRATCH_BASE_HI"))
+        return false;
+      g.scratch_base = (std::uint64_t(reg(SCRATCH_BASE_HI)) << 32 | reg(SCRATCH_BASE_LO)) << 8;
+      g.scratch_waves = reg(TMPRING_SIZE) & 0xfff;
+      const std::uint64_t bytes = std::uint64_t(g.scratch_waves) * 64 * g.private_bytes;
+      if (!g.scratch_base || !bytes || !sim.at(g.scratch_base, bytes, true)) {
+        sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT on XCC {}: its scratch of {} waves of {} bytes at {:#x} is "
+                                     "not all mapped", xcc, g.scratch_waves, 64 * g.private_bytes, g.scratch_base),
+                  true, g.scratch_base, true);
+        return false;
+      }
+      const bool runs = !g.chunk || std::uint64_t(g.share) * g.chunk < std::uint64_t(d.x) * d.y * d.z;
+      if (sim.config.xccs > 1)
+        if (auto other = sim.use_scratch(ring, ordinal, {xcc, g.scratch_base, g.scratch_base + bytes, runs})) {
+          sim.fault(*this, fmt::format("PM4 DISPATCH_DIRECT on XCC {}: its scratch [{:#x}, {:#x}) overlaps XCC {}'s "
+                                       "[{:#x}, {:#x}) in the same dispatch, whose waves run at once (each XCC needs its own)",
+                                       xcc, g.scratch_base, g.scratch_base + bytes, other->xcc, other->begin,
+                                       other->end), false, 0, false);
+          return false;
+        }
     }
     ++sim.dispatches;
     auto o = gfx9::run(g, sim.gfx9_memory, stop);
