@@ -631,6 +631,53 @@ TEST_CASE("a wave32 dispatch on a gfx9 GPU faults the queue, naming CS_W32_EN") 
   CHECK(sim.dispatches() == 0);
 }
 
+TEST_CASE("a launch of a kernel with an MFMA loses the device naming the kernel, the simulator names the MFMA, and the GPU opens again") {
+  // The CDNA interpreter does not simulate MFMA: it refuses the instruction by name when it
+  // decodes the kernel's code for the dispatch, which the driver sees as KFD reports a GPU
+  // fault (a hardware exception on the queue, whose value and kernel it names); the name of the
+  // instruction is in the simulator's fault log, as a GPU's would be in the kernel's log.
+  auto& sim = simulator(kXccParts[0].config);
+  {
+    Opened d(sim);
+    auto image = Image::load(d, file_bytes(fmt::format("{}/gfx9_mfma_gfx942.co", RIG_AMD_KERNEL_DIR)));
+    REQUIRE_MESSAGE(image, (image ? std::string() : image.error()));
+    auto f = image->resolve("mfma_4x4");
+    REQUIRE(f);
+    auto s = launch_part(d, *f, 24, {0, 8, 16}, 2, 1);
+    auto block = s.block(0);
+    Run run;
+    run.groups(block, 1);
+    run.threads(block, 64);
+    Buffer a = Buffer::create(d, 256), b = Buffer::create(d, 256), out = Buffer::create(d, 1024);
+    Buffer reads[] = {a, b}, written[] = {out};
+    CHECK_THROWS_AS(submit(s, run, reads, written).wait(), Lost);
+    REQUIRE(d->lost());
+    const auto faults = sim.faults();
+    REQUIRE(!faults.empty());
+    CHECK_MESSAGE(faults.back().find("v_mfma_f32_4x4x1_16b_f32: MFMA is not simulated") != std::string::npos,
+                  faults.back());
+    CHECK_MESSAGE(d->lost()->find("in mfma_4x4 (value 1 part 0)") != std::string::npos, *d->lost());
+  }
+  // The GPU opens again and runs a kernel the interpreter simulates.
+  Opened d(sim);
+  auto image = Image::load(d, file_bytes(fmt::format("{}/gfx9_kernels_gfx942.co", RIG_AMD_KERNEL_DIR)));
+  REQUIRE_MESSAGE(image, (image ? std::string() : image.error()));
+  auto f = image->resolve("scan128");
+  REQUIRE(f);
+  auto s = launch_part(d, *f, 16, {0, 8}, 1, 1);
+  auto block = s.block(0);
+  Run run;
+  run.groups(block, 1);
+  run.threads(block, 128);
+  Buffer in = Buffer::create(d, 512), out = Buffer::create(d, 512);
+  in.write<std::uint32_t>([](std::span<std::uint32_t> x) { std::fill(x.begin(), x.end(), 1u); });
+  Buffer reads[] = {in}, written[] = {out};
+  submit(s, run, reads, written).wait();
+  auto got = out.read<std::uint32_t>([](std::span<const std::uint32_t> x) { return std::vector(x.begin(), x.end()); });
+  for (std::uint32_t i = 0; i < 128; ++i) CHECK(got[i] == i + 1);
+  CHECK(!d->lost());
+}
+
 TEST_CASE("a gfx9 dispatch before COMPUTE_TMPRING_SIZE was set faults the queue, naming the register") {
   // The CDNA interpreter takes each work-item's private bytes from it: a dispatch that never
   // set it would run on whatever the register held.
