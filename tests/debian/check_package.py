@@ -50,7 +50,8 @@ def main():
             os.makedirs(os.path.dirname(os.path.join(tree, path)), exist_ok=True)
             shutil.copy2(os.path.join(source, path), os.path.join(tree, path), follow_symlinks=False)
         # noopt: this checks the packaging, and builds at -O0 in less time.
-        env = {"DEB_BUILD_OPTIONS": f"nocheck noopt parallel={os.cpu_count() or 1}"}
+        env = {"DEB_BUILD_OPTIONS": f"nocheck noopt noautodbgsym parallel={os.cpu_count() or 1}",
+               "DEB_CFLAGS_STRIP": "-g", "DEB_CXXFLAGS_STRIP": "-g"}
         status, out = run(["dpkg-buildpackage", "-b", "-us", "-uc"], cwd=tree, env=env)
         check("dpkg-buildpackage -b -us -uc", status == 0, out[-4000:])
         if status != 0:
