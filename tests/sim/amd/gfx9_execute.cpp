@@ -188,6 +188,10 @@ class Runner {
   void ds(Wave& w, Group& g, const Inst& in);
   void flat(Wave& w, Group& g, const Inst& in);
   void mubuf(Wave& w, const Inst& in);
+  // A load's `bytes` at `p` into lane l's v[vdst...]: under a dword zero-extended, or
+  // sign-extended for opcodes 17 and 19, the signed byte and short loads FLAT and MUBUF
+  // number alike.
+  void load_lane(Wave& w, std::uint32_t vdst, int l, const std::byte* p, std::uint32_t bytes, std::uint32_t op);
   void vop3p(Wave& w, const Inst& in);
 
   std::byte* memory(std::uint64_t address, std::size_t n, bool write, const std::string& name) {
@@ -1229,15 +1233,22 @@ void Runner::flat(Wave& w, Group& g, const Inst& in) {
           std::memcpy(p + k, &x, 4);
         }
       }
-    } else if (bytes < 4) {
-      std::uint32_t x = 0;
-      std::memcpy(&x, p, bytes);
-      if (op == 17) x = std::uint32_t(std::int32_t(std::int8_t(x)));
-      if (op == 19) x = std::uint32_t(std::int32_t(std::int16_t(x)));
-      vgpr(w, vdst, l) = x;
     } else {
-      for (std::uint32_t k = 0; k < bytes; k += 4) std::memcpy(&vgpr(w, vdst + k / 4, l), p + k, 4);
+      load_lane(w, vdst, l, p, bytes, op);
     }
+  }
+}
+
+void Runner::load_lane(Wave& w, std::uint32_t vdst, int l, const std::byte* p, std::uint32_t bytes,
+                       std::uint32_t op) {
+  if (bytes < 4) {
+    std::uint32_t x = 0;
+    std::memcpy(&x, p, bytes);
+    if (op == 17) x = std::uint32_t(std::int32_t(std::int8_t(x)));
+    if (op == 19) x = std::uint32_t(std::int32_t(std::int16_t(x)));
+    vgpr(w, vdst, l) = x;
+  } else {
+    for (std::uint32_t k = 0; k < bytes; k += 4) std::memcpy(&vgpr(w, vdst + k / 4, l), p + k, 4);
   }
 }
 
@@ -1282,14 +1293,8 @@ void Runner::mubuf(Wave& w, const Inst& in) {
         std::uint32_t x = vgpr(w, vdata + k / 4, l);
         std::memcpy(p + k, &x, std::min<std::uint32_t>(4, bytes - k));
       }
-    } else if (bytes < 4) {
-      std::uint32_t x = 0;
-      std::memcpy(&x, p, bytes);
-      if (op == 17) x = std::uint32_t(std::int32_t(std::int8_t(x)));
-      if (op == 19) x = std::uint32_t(std::int32_t(std::int16_t(x)));
-      vgpr(w, vdata, l) = x;
     } else {
-      for (std::uint32_t k = 0; k < bytes; k += 4) std::memcpy(&vgpr(w, vdata + k / 4, l), p + k, 4);
+      load_lane(w, vdata, l, p, bytes, op);
     }
   }
 }
