@@ -164,6 +164,9 @@ std::vector<Outcome> run(const Target& target, const RunOptions& options = {});
 // True once a law hung on some target in this process (its thread is left running).
 bool hung();
 
+// Whether this build runs under AddressSanitizer or ThreadSanitizer.
+bool sanitized();
+
 // How much work the laws do: 1 normally, less under sanitizers or where RIG_CONFORMANCE_SCALE
 // (a number, such as 0.2) says.
 double scale();

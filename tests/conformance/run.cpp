@@ -157,8 +157,7 @@ std::string_view status_name(Status s) {
 
 bool hung() { return any_hang.load(); }
 
-namespace {
-constexpr bool sanitized() {
+bool sanitized() {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return true;
 #elif defined(__has_feature)
@@ -168,7 +167,6 @@ constexpr bool sanitized() {
 #endif
   return false;
 }
-}  // namespace
 
 double scale() {
   if (const char* s = std::getenv("RIG_CONFORMANCE_SCALE")) {

@@ -19,6 +19,8 @@
 #include <random>
 #include <thread>
 
+#include "conformance.hpp"
+
 #include "../../host/host_driver.hpp"
 #include "fake_driver.hpp"
 #include "faulty.hpp"
@@ -30,11 +32,7 @@ namespace {
 
 int ops_to_run() {
   if (const char* n = std::getenv("RIG_SOAK_OPS")) return std::atoi(n);
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return 2500;
-#else
-  return 10000;
-#endif
+  return conformance::sanitized() ? 2500 : 10000;
 }
 
 std::uint64_t seed() {

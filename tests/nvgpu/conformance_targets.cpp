@@ -108,7 +108,7 @@ conformance::Registration nv_targets{"nvgpu", [] {
   out.push_back(simulator_target(false));
   // The gVisor mode differs in which mapping calls the simulator refuses, not in what runs
   // concurrently: sanitizer builds, which are here for the concurrency, run the other mode only.
-  if (conformance::slowdown() == 1) out.push_back(simulator_target(true));
+  if (!conformance::sanitized()) out.push_back(simulator_target(true));
   return out;
 }};
 
