@@ -110,6 +110,7 @@ struct Block {
   std::uintptr_t share = 0;      // map_host: the key of the host mapping it shares (host_maps_)
   bool ranged = false;           // a UVM external range is made
   bool from_heap = false;        // address came from the driver's heap (not map_host)
+  bool system = false;           // system memory (Pinned), not video memory
 };
 
 // A channel: its RM objects, its GPFIFO ring and USERD, its push buffer.
@@ -182,8 +183,15 @@ class Device final : public edge::Driver {
   void free(edge::Region r) override;
   edge::Location locate(edge::Region r) override;
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override;
-  // Error: the driver exports no dma-buf yet (the kernel module's NV_ESC_EXPORT_TO_DMABUF_FD
-  // on /dev/nvidiaN is the route, not built); the CUDA driver's dma gives one.
+  // A Dmabuf of the region's whole memory at offset 0, for any PCI function: the kernel
+  // module's NV_ESC_EXPORT_TO_DMABUF_FD on /dev/nvidia<minor> (rm.hpp: one piece, the region's
+  // handle from 0 over its whole pages, DEFAULT mapping, no CPU mapping). The dma-buf holds its
+  // own reference to the memory (the module dups the handle), so it outlives the region.
+  // Error naming the device, the region (its GPU address, bytes, kind and RM handle) and the
+  // module's status where it refuses: Pinned system memory and host memory map_host mapped
+  // (the module exports only video memory from a GPU with memory of its own), and anything
+  // else it checks; Error naming the errno where the ioctl fails (under gVisor's nvproxy,
+  // which passes it on only with the rdma capability).
   Result<edge::Dma> dma(edge::Region r, std::string_view pci_function) override;
 
   Result<edge::Code> image(std::span<const std::byte> binary) override;

@@ -131,6 +131,7 @@ std::optional<edge::Region> Device::alloc(Memory memory, std::size_t bytes) {
   auto handle = make_memory(memory == Memory::Pinned ? kSysmem : kVidmem, size);
   if (!handle) return std::nullopt;  // RM has no room (NV_ERR_NO_MEMORY): rig reclaims and asks again
   auto b = place(*handle, size, memory != Memory::Device);
+  if (b) b->system = memory == Memory::Pinned;
   if (!b) {
     rm_.free(*handle);
     throw edge::Fault(fmt::format("{}: mapping {} bytes of {}: {}", name_, size,
@@ -203,12 +204,29 @@ edge::Mapping Device::map_host(std::uintptr_t host, std::size_t bytes) {
   return edge::Region{id};
 }
 
-Result<edge::Dma> Device::dma(edge::Region, std::string_view) {
-  return std::unexpected(fmt::format(
-      "{}: rig's NVIDIA driver exports no dma-buf yet (the NVIDIA kernel module's NV_ESC_EXPORT_TO_DMABUF_FD "
-      "on the GPU's /dev/nvidiaN is the route, not built), and its memory has no bus addresses it may read; the "
-      "CUDA driver's dma gives a dma-buf through cuMemGetHandleForAddressRange",
-      name_));
+Result<edge::Dma> Device::dma(edge::Region r, std::string_view) {
+  std::lock_guard lock(memory_lock_);
+  auto it = blocks_.find(r.id);
+  if (it == blocks_.end()) return std::unexpected(fmt::format("{}: dma of a region the driver does not hold", name_));
+  const Block& region = it->second;
+  // A map_host region is a piece of its host mapping's OS-descriptor memory.
+  const Block& whole = region.share ? host_maps_.at(region.share).block : region;
+  const std::uint64_t offset = region.share ? region.address - region.share : 0;
+  const char* kind = region.share ? "host memory mapped for the GPU" : whole.system ? "system memory" : "video memory";
+  const std::string what = fmt::format("{}: the dma-buf of {} at {:#x} ({} bytes, RM handle {:#x})", name_, kind,
+                                       region.address, region.bytes, whole.memory);
+  auto a = std::make_unique<ExportDmabuf>();
+  std::memset(a.get(), 0, sizeof *a);
+  a->fd = -1, a->hClient = rm_.root, a->totalObjects = 1, a->numObjects = 1, a->index = 0;
+  a->totalSize = region.bytes, a->mappingType = kDmabufMappingDefault, a->bAllowMmap = 0;
+  a->handles[0] = whole.memory, a->offsets[0] = offset, a->sizes[0] = region.bytes, a->status = ~0u;
+  if (auto e = rm_.escape(rm_.dev, kEscExportDmabuf, a.get(), sizeof *a, "NV_ESC_EXPORT_TO_DMABUF_FD"); !e)
+    return std::unexpected(fmt::format("{}: {}", what, e.error()));
+  if (a->status != kOk)
+    return std::unexpected(fmt::format(
+        "{}: NV_ESC_EXPORT_TO_DMABUF_FD: the kernel module refused it with {}{}", what, status_name(a->status),
+        whole.system || region.share ? " (it exports only video memory from a GPU with memory of its own)" : ""));
+  return edge::Dmabuf{a->fd, 0};
 }
 
 }  // namespace rig::nv::driver

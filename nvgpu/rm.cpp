@@ -19,6 +19,7 @@ std::string status_name(std::uint32_t status) {
     case 0x22: name = "NV_ERR_INVALID_CLASS"; break;
     case 0x23: name = "NV_ERR_INVALID_CLIENT"; break;
     case 0x26: name = "NV_ERR_INVALID_DEVICE"; break;
+    case 0x31: name = "NV_ERR_INVALID_OBJECT"; break;
     case 0x33: name = "NV_ERR_INVALID_OBJECT_HANDLE"; break;
     case 0x36: name = "NV_ERR_INVALID_OBJECT_PARENT"; break;
     case 0x3A: name = "NV_ERR_INVALID_PARAM_STRUCT"; break;
@@ -26,6 +27,7 @@ std::string status_name(std::uint32_t status) {
     case 0x51: name = "NV_ERR_NO_MEMORY"; break;
     case 0x56: name = "NV_ERR_NOT_SUPPORTED"; break;
     case 0x57: name = "NV_ERR_OBJECT_NOT_FOUND"; break;
+    case 0x59: name = "NV_ERR_OPERATING_SYSTEM"; break;
     case 0x68: name = "NV_ERR_UVM_ADDRESS_IN_USE"; break;
     case 0xFFFF: name = "NV_ERR_GENERIC"; break;
   }

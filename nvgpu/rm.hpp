@@ -30,7 +30,8 @@ std::string status_name(std::uint32_t status);
 // ---- Escapes: ioctl _IOWR('F', nr, size) (nv-ioctl-numbers.h, nv_escape.h).
 constexpr unsigned kEscAllocMemory = 0x27, kEscFree = 0x29, kEscControl = 0x2A, kEscAlloc = 0x2B,
                    kEscMapMemory = 0x4E, kEscUnmapMemory = 0x4F, kEscCardInfo = 200, kEscRegisterFd = 201,
-                   kEscCheckVersion = 210, kEscAllocOsEvent = 206, kEscFreeOsEvent = 207, kEscEventData = 0x52;
+                   kEscCheckVersion = 210, kEscAllocOsEvent = 206, kEscFreeOsEvent = 207, kEscEventData = 0x52,
+                   kEscExportDmabuf = 217;  // NV_ESC_EXPORT_TO_DMABUF_FD, NV_IOCTL_BASE + 17
 constexpr unsigned long escape(unsigned nr, std::size_t size) {
   return (3ul << 30) | (static_cast<unsigned long>(size) << 16) | (unsigned('F') << 8) | nr;
 }
@@ -107,6 +108,38 @@ static_assert(sizeof(Nvos21) == 32 && sizeof(Nvos00) == 16 && sizeof(Nvos54) == 
 static_assert(sizeof(Nvos33WithFd) == 56 && sizeof(Nvos34) == 32 && sizeof(Nvos02WithFd) == 56);
 static_assert(sizeof(RmApiVersion) == 72 && sizeof(CardInfo) == 72 && offsetof(CardInfo, gpu_id) == 16 &&
               offsetof(CardInfo, fb_size) == 48 && offsetof(CardInfo, minor_number) == 56);
+
+// NV_ESC_EXPORT_TO_DMABUF_FD's nv_ioctl_export_to_dma_buf_fd_t (nv-ioctl.h, the same layout
+// from 580.65 on; gVisor's nvproxy's IoctlExportToDMABufFD_V580 agrees), on /dev/nvidia<minor>
+// only (nv.c: the control file answers -EINVAL). It places up to kDmabufMaxHandles pieces
+// (handle, offset, size) of the client's memory one after another in a dma-buf of totalSize
+// bytes; fd -1 makes a new one (then the new descriptor, O_RDWR | O_CLOEXEC), status is the
+// module's. What the module checks (nv-dmabuf.c nv_dma_buf_export / nv_dma_buf_create /
+// nv_dma_buf_dup_mem_handles; osapi.c RmDmabufVerifyMemHandle), each NV_ERR_INVALID_ARGUMENT
+// unless named: no objects, no size, more than 128 or than totalObjects; a mapping type other
+// than DEFAULT or FORCE_PCIE (FORCE_PCIE itself NV_ERR_NOT_SUPPORTED but on CPU-coherent
+// systems); an unknown client (NV_ERR_INVALID_CLIENT) or handle (NV_ERR_OBJECT_NOT_FOUND), or
+// one that is no memory (NV_ERR_INVALID_OBJECT); an offset or size not a multiple of the OS
+// page; memory other than video memory (system memory only on GPUs without their own); a
+// size of 0 or a piece past its memory, or pieces that do not add up to totalSize; bAllowMmap
+// where the memory cannot be mapped (NV_ERR_NOT_SUPPORTED: the CPU maps such a dma-buf only
+// on GPUs without memory of their own).
+constexpr std::uint32_t kDmabufMaxHandles = 128;  // NV_DMABUF_EXPORT_MAX_HANDLES
+constexpr std::uint8_t kDmabufMappingDefault = 0;  // NV_DMABUF_EXPORT_MAPPING_TYPE_DEFAULT
+struct ExportDmabuf {
+  std::int32_t fd;
+  std::uint32_t hClient, totalObjects, numObjects, index, pad;
+  std::uint64_t totalSize;
+  std::uint8_t mappingType, bAllowMmap, pad1[2];
+  std::uint32_t handles[kDmabufMaxHandles];
+  std::uint64_t offsets[kDmabufMaxHandles];  // from 552: 8-aligned
+  std::uint64_t sizes[kDmabufMaxHandles];
+  std::uint32_t status, pad2;
+};
+static_assert(sizeof(ExportDmabuf) == 2608 && offsetof(ExportDmabuf, totalSize) == 24 &&
+              offsetof(ExportDmabuf, mappingType) == 32 && offsetof(ExportDmabuf, handles) == 36 &&
+              offsetof(ExportDmabuf, offsets) == 552 && offsetof(ExportDmabuf, sizes) == 1576 &&
+              offsetof(ExportDmabuf, status) == 2600);
 
 struct OsEventParams {  // nv_ioctl_alloc_os_event_t / nv_ioctl_free_os_event_t
   std::uint32_t hClient, hDevice, fd, status;

@@ -28,7 +28,7 @@ constexpr std::uint32_t OK = 0, GPU_UUID_NOT_FOUND = 0x12, ILLEGAL_ACTION = 0x16
                         INSERT_DUPLICATE_NAME = 0x19, INSUFFICIENT_RESOURCES = 0x1A, INVALID_ADDRESS = 0x1E,
                         INVALID_ARGUMENT = 0x1F, INVALID_CHANNEL = 0x21, INVALID_CLASS = 0x22, INVALID_CLIENT = 0x23,
                         INVALID_DEVICE = 0x26, INVALID_FLAGS = 0x29, INVALID_LIMIT = 0x2E,
-                        INVALID_OBJECT_HANDLE = 0x33, INVALID_OBJECT_PARENT = 0x36, INVALID_OFFSET = 0x37,
+                        INVALID_OBJECT = 0x31, INVALID_OBJECT_HANDLE = 0x33, INVALID_OBJECT_PARENT = 0x36, INVALID_OFFSET = 0x37,
                         INVALID_PARAM_STRUCT = 0x3A, INVALID_STATE = 0x40, NO_MEMORY = 0x51, NOT_SUPPORTED = 0x56,
                         OBJECT_NOT_FOUND = 0x57, STATE_IN_USE = 0x63, UVM_ADDRESS_IN_USE = 0x68, GENERIC = 0xFFFF;
 
@@ -92,6 +92,17 @@ struct Xfer {
 static_assert(sizeof(Alloc21) == 32 && sizeof(Alloc64) == 48 && sizeof(Free00) == 16 && sizeof(Control54) == 32);
 static_assert(sizeof(Map33) == 56 && sizeof(Unmap34) == 32 && sizeof(AllocMem02) == 56 && sizeof(OsEvent) == 16);
 static_assert(sizeof(Version) == 72 && sizeof(Xfer) == 16 && sizeof(EventData41) == 16);
+struct DmabufExport {  // nv_ioctl_export_to_dma_buf_fd_t, 2608 B: 128 handles at 36, offsets at 552
+  std::int32_t fd;
+  std::uint32_t hClient, totalObjects, numObjects, index, pad;
+  std::uint64_t totalSize;
+  std::uint8_t mappingType, bAllowMmap, pad1[2];
+  std::uint32_t handles[128];
+  std::uint64_t offsets[128], sizes[128];
+  std::uint32_t status, pad2;
+};
+static_assert(sizeof(DmabufExport) == 2608 && offsetof(DmabufExport, offsets) == 552 &&
+              offsetof(DmabufExport, status) == 2600);
 
 struct DeviceParams {  // NV0080_ALLOC_PARAMETERS, 56 B
   std::uint32_t deviceId, hClientShare, hTargetClient, hTargetDevice, flags, pad;
@@ -242,7 +253,7 @@ constexpr std::uint32_t HOPPER_CHANNEL = 0xC86F, HOPPER_COMPUTE = 0xCBC0, HOPPER
 constexpr unsigned ESC_ALLOC_MEMORY = 0x27, ESC_FREE = 0x29, ESC_CONTROL = 0x2A, ESC_ALLOC = 0x2B, ESC_MAP = 0x4E,
                    ESC_UNMAP = 0x4F, ESC_EVENT_DATA = 0x52, ESC_MAP_DMA = 0x57, ESC_CARD_INFO = 200,
                    ESC_REGISTER_FD = 201, ESC_ALLOC_OS_EVENT = 206, ESC_FREE_OS_EVENT = 207, ESC_VERSION = 210,
-                   ESC_XFER = 211, ESC_ATTACH = 212;
+                   ESC_XFER = 211, ESC_ATTACH = 212, ESC_EXPORT_DMABUF = 217;
 constexpr std::uint32_t CTRL_BUILD_VERSION = 0x101, CTRL_BUILD_VERSION_V2 = 0x13E, CTRL_ID_INFO_V2 = 0x205,
                         CTRL_CLASSLIST = 0x800201, CTRL_CLASSLIST_V2 = 0x800292, CTRL_GID = 0x2080014A,
                         CTRL_SET_NOTIFICATION = 0x20800301, CTRL_TIMER = 0x20800403, CTRL_GR_INFO = 0x20801201,
@@ -553,6 +564,113 @@ TEST_CASE("video memory mapped for the CPU and in the GPU VA space shows the sam
   REQUIRE(sim.read_gpu(d.root, d.vaspace, va + 8192, &w, 4));
   CHECK(w == 1024);  // the video memory's again, at its own offset 8192
   ::munmap(host, 8192);
+}
+
+// One whole memory object as the one piece of a new dma-buf.
+DmabufExport whole_export(const Driver& d, std::uint32_t memory, std::uint64_t bytes) {
+  DmabufExport x{};
+  x.fd = -1, x.hClient = d.root, x.totalObjects = 1, x.numObjects = 1, x.index = 0, x.totalSize = bytes;
+  x.handles[0] = memory, x.offsets[0] = 0, x.sizes[0] = bytes, x.status = ~0u;
+  return x;
+}
+
+TEST_CASE("EXPORT_TO_DMABUF_FD on the GPU's file gives a close-on-exec dma-buf of video memory's own pages, "
+          "which outlives the memory") {
+  nvsim::Simulator sim;
+  Driver d(sim);
+  d.open_device();
+  constexpr std::uint64_t kBytes = 64 << 10;
+  std::uint32_t mem = 0;
+  REQUIRE(d.memory(VIDMEM, kBytes, mem) == OK);
+  std::byte* cpu = d.map_cpu(d.device, mem, kBytes);
+  for (std::uint64_t i = 0; i < kBytes; ++i) cpu[i] = std::byte(i * 7);
+  DmabufExport x = whole_export(d, mem, kBytes);
+  CHECK(sim.ioctl(d.ctl, esc(ESC_EXPORT_DMABUF, sizeof x), &x) == -EINVAL);  // not on the control file
+  CHECK(x.fd == -1);
+  REQUIRE(sim.ioctl(d.dev, esc(ESC_EXPORT_DMABUF, sizeof x), &x) == 0);
+  REQUIRE(x.status == OK);
+  REQUIRE(x.fd >= 0);
+  CHECK(sim.dmabuf_exports() == 1);
+  CHECK((::fcntl(x.fd, F_GETFD) & FD_CLOEXEC) != 0);
+  auto* seen = static_cast<std::byte*>(::mmap(nullptr, kBytes, PROT_READ, MAP_SHARED, x.fd, 0));
+  REQUIRE(seen != MAP_FAILED);
+  CHECK(std::memcmp(seen, cpu, kBytes) == 0);
+  cpu[kBytes - 1] = std::byte{0x5a};  // the same pages, not a copy
+  CHECK(seen[kBytes - 1] == std::byte{0x5a});
+  REQUIRE(d.free(mem) == OK);
+  CHECK(seen[4096] == std::byte(4096 * 7 & 0xff));  // the dma-buf keeps them
+  ::munmap(seen, kBytes);
+  ::close(x.fd);
+}
+
+TEST_CASE("EXPORT_TO_DMABUF_FD refuses what the module refuses, with its status, and makes nothing") {
+  nvsim::Simulator sim;
+  Driver d(sim);
+  d.open_device();
+  constexpr std::uint64_t kBytes = 64 << 10;
+  std::uint32_t mem = 0, sys = 0;
+  REQUIRE(d.memory(VIDMEM, kBytes, mem) == OK);
+  REQUIRE(d.memory(SYSMEM, kBytes, sys) == OK);
+  auto status = [&](DmabufExport x) {
+    const std::int32_t given = x.fd;
+    REQUIRE(sim.ioctl(d.dev, esc(ESC_EXPORT_DMABUF, sizeof x), &x) == 0);
+    CHECK(x.fd == given);  // no descriptor made
+    return x.status;
+  };
+  const DmabufExport good = whole_export(d, mem, kBytes);
+  DmabufExport x = good;
+  x.numObjects = 0;
+  CHECK(status(x) == INVALID_ARGUMENT);
+  x = good, x.totalSize = 0;
+  CHECK(status(x) == INVALID_ARGUMENT);
+  x = good, x.totalObjects = x.numObjects = 129;  // past NV_DMABUF_EXPORT_MAX_HANDLES
+  CHECK(status(x) == INVALID_ARGUMENT);
+  x = good, x.numObjects = 2;  // more than the dma-buf's objects
+  CHECK(status(x) == INVALID_ARGUMENT);
+  x = good, x.mappingType = 2;
+  CHECK(status(x) == INVALID_ARGUMENT);
+  x = good, x.mappingType = 1;  // FORCE_PCIE: only on CPU-coherent systems
+  CHECK(status(x) == NOT_SUPPORTED);
+  x = good, x.fd = -2;
+  CHECK(status(x) == INVALID_ARGUMENT);
+  x = good, x.totalObjects = 2, x.index = 2;  // objects past the dma-buf's
+  CHECK(status(x) == INVALID_ARGUMENT);
+  x = good, x.hClient = d.root + 0x100;
+  CHECK(status(x) == INVALID_CLIENT);
+  x = good, x.handles[0] = 0xdead;
+  CHECK(status(x) == OBJECT_NOT_FOUND);
+  x = good, x.handles[0] = d.subdevice;  // no memory
+  CHECK(status(x) == INVALID_OBJECT);
+  x = good, x.offsets[0] = 512, x.sizes[0] = kBytes - 4096, x.totalSize = kBytes - 4096;
+  CHECK(status(x) == INVALID_ARGUMENT);  // an offset inside a page
+  x = good, x.sizes[0] = x.totalSize = kBytes - 100;
+  CHECK(status(x) == INVALID_ARGUMENT);  // a size of part of a page
+  x = whole_export(d, sys, kBytes);
+  CHECK(status(x) == INVALID_ARGUMENT);  // system memory, from a GPU with memory of its own
+  x = good, x.sizes[0] = x.totalSize = 2 * kBytes;
+  CHECK(status(x) == INVALID_ARGUMENT);  // past the memory
+  x = good, x.offsets[0] = 4096;
+  CHECK(status(x) == INVALID_ARGUMENT);  // its end past the memory
+  x = good, x.totalSize = 2 * kBytes;
+  CHECK(status(x) == INVALID_ARGUMENT);  // the pieces fall short of totalSize
+  x = good, x.sizes[0] = 2 * kBytes;
+  CHECK(status(x) == INVALID_ARGUMENT);  // a piece past totalSize
+  x = good, x.bAllowMmap = 1;  // mmap only where the GPU has no memory of its own
+  CHECK(status(x) == NOT_SUPPORTED);
+  x = good, x.sizes[0] = x.totalSize = 4096;  // part of a memory: the simulator's own limit
+  CHECK(status(x) == NOT_SUPPORTED);
+  CHECK(sim.dmabuf_exports() == 0);
+  const auto errors = sim.errors();
+  REQUIRE(errors.size() >= 20);
+  CHECK(std::ranges::count_if(errors, [](auto& e) { return e.find("EXPORT_TO_DMABUF_FD") != e.npos; }) == 20);
+  CHECK(std::ranges::any_of(errors, [](auto& e) { return e.find("is not video memory") != e.npos; }));
+  CHECK(std::ranges::any_of(errors, [](auto& e) { return e.find("whole pages") != e.npos; }));
+  // The GPU goes on: the well-formed export is made.
+  x = good;
+  REQUIRE(sim.ioctl(d.dev, esc(ESC_EXPORT_DMABUF, sizeof x), &x) == 0);
+  CHECK(x.status == OK);
+  CHECK(x.fd >= 0);
+  ::close(x.fd);
 }
 
 TEST_CASE("a work-submit token written at usermode+0x90 rings its channel's doorbell") {
@@ -1065,8 +1183,11 @@ TEST_CASE("gvisor mode refuses what nvproxy refuses under compute and utility") 
   AllocMem02 sys{d.root, d.device, 0, SYSMEM, 0, 0, 0, 4095, ~0u, 0, d.dev, 0};
   CHECK(sim.ioctl(d.dev, esc(ESC_ALLOC_MEMORY, sizeof sys), &sys) == 0);  // nvproxy passes it on
   CHECK(sys.status == NOT_SUPPORTED);  // the simulator makes system memory through RM_ALLOC
+  DmabufExport x{};
+  x.fd = -1, x.hClient = d.root, x.totalObjects = x.numObjects = 1, x.totalSize = 4096, x.sizes[0] = 4096;
+  CHECK(sim.ioctl(d.dev, esc(ESC_EXPORT_DMABUF, sizeof x), &x) == -EINVAL);  // needs nvproxy's rdma capability
   const auto errors = sim.errors();
-  CHECK(std::ranges::count_if(errors, [](auto& e) { return e.find("nvproxy") != e.npos; }) == 4);
+  CHECK(std::ranges::count_if(errors, [](auto& e) { return e.find("nvproxy") != e.npos; }) == 5);
   // What CUDA needs still works: channels and UVM mappings.
   d.channels();
   CHECK(sim.live_uvm_maps() == 1);

@@ -18,8 +18,10 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <variant>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -102,22 +104,76 @@ TEST_CASE("NV:0 opens on the simulated Hopper as sm_90 with its two queues and t
   d->close();
 }
 
-TEST_CASE("dma is an Error naming the device and the export route not built, and the device goes on") {
-  nvsim::Simulator sim;
-  auto d = rig::open(nv::opener(0, sim));
-  REQUIRE_MESSAGE(d, (d ? std::string() : d.error()));
-  Buffer b = Buffer::create(*d, 65536);
-  auto dma = b.dma("0000:41:00.0");
-  REQUIRE_FALSE(dma.has_value());
-  CHECK(dma.error().find("NV:0: rig's NVIDIA driver exports no dma-buf yet") != std::string::npos);
-  CHECK(dma.error().find("NV_ESC_EXPORT_TO_DMABUF_FD") != std::string::npos);
-  CHECK(dma.error().find("cuMemGetHandleForAddressRange") != std::string::npos);
-  CHECK(!b.free());  // outside the claims for good, though the driver refused
-  Buffer other = Buffer::create(*d, 4096);
+// The device still copies and fills after a refusal.
+static void goes_on(Device& d) {
+  Buffer other = Buffer::create(d, 4096);
   other.fill(std::byte{7});
   std::vector<std::byte> seen(4096);
   other.blit_to(0, seen);
   CHECK(seen[4095] == std::byte{7});
+}
+
+TEST_CASE("dma of video memory is a close-on-exec dma-buf at offset 0 of the bytes rig wrote, kept after the buffer goes") {
+  nvsim::Simulator sim;
+  auto d = rig::open(nv::opener(0, sim));
+  REQUIRE_MESSAGE(d, (d ? std::string() : d.error()));
+  constexpr std::size_t kBytes = 256 << 10;
+  std::vector<std::byte> bytes(kBytes);
+  for (std::size_t i = 0; i < kBytes; ++i) bytes[i] = std::byte(i * 131 >> 3);
+  auto dmabuf = [&] {
+    Buffer b = Buffer::create(*d, kBytes);  // Device memory: video memory
+    b.blit_from(bytes, 0);
+    auto dma = b.dma("0000:c1:00.0");
+    REQUIRE_MESSAGE(dma, (dma ? std::string() : dma.error()));
+    REQUIRE(std::holds_alternative<edge::Dmabuf>(*dma));
+    CHECK(!b.free());  // outside the claims for good
+    return std::get<edge::Dmabuf>(*dma);
+  }();
+  CHECK(dmabuf.offset == 0);
+  REQUIRE(dmabuf.fd >= 0);
+  CHECK((::fcntl(dmabuf.fd, F_GETFD) & FD_CLOEXEC) != 0);
+  CHECK(sim.dmabuf_exports() == 1);
+  // The module's dma-buf of video memory maps for no CPU; the simulator's is its memfd, which does.
+  auto* seen = static_cast<std::byte*>(::mmap(nullptr, kBytes, PROT_READ, MAP_SHARED, dmabuf.fd, 0));
+  REQUIRE(seen != MAP_FAILED);
+  CHECK(std::memcmp(seen, bytes.data(), kBytes) == 0);
+  ::munmap(seen, kBytes);
+  ::close(dmabuf.fd);
+  CHECK(sim.errors().empty());
+  goes_on(*d);
+  d->close();
+}
+
+TEST_CASE("dma of Pinned system memory is the module's refusal naming NV:0, the memory and its status, and the device goes on") {
+  nvsim::Simulator sim;
+  auto d = rig::open(nv::opener(0, sim));
+  REQUIRE_MESSAGE(d, (d ? std::string() : d.error()));
+  Buffer b = Buffer::create(*d, 65536, Memory::Pinned);
+  auto dma = b.dma("0000:c1:00.0");
+  REQUIRE_FALSE(dma.has_value());
+  CHECK(has(dma.error(), "NV:0: the dma-buf of system memory at 0x"));
+  CHECK(has(dma.error(), "(65536 bytes, RM handle 0x"));
+  CHECK(has(dma.error(), "NV_ESC_EXPORT_TO_DMABUF_FD: the kernel module refused it with NV_ERR_INVALID_ARGUMENT (0x1f)"));
+  CHECK(has(dma.error(), "it exports only video memory"));
+  CHECK(!b.free());  // outside the claims for good, though the driver refused
+  CHECK(sim.dmabuf_exports() == 0);
+  goes_on(*d);
+  d->close();
+}
+
+TEST_CASE("dma where the ioctl fails (gVisor's nvproxy without its rdma capability) names the errno, and the device goes on") {
+  nvsim::Config gvisor;
+  gvisor.gvisor = true;
+  nvsim::Simulator sim(gvisor);
+  auto d = rig::open(nv::opener(0, sim));
+  REQUIRE_MESSAGE(d, (d ? std::string() : d.error()));
+  Buffer b = Buffer::create(*d, 65536);
+  auto dma = b.dma("0000:c1:00.0");
+  REQUIRE_FALSE(dma.has_value());
+  CHECK(has(dma.error(), "NV:0: the dma-buf of video memory at 0x"));
+  CHECK(has(dma.error(), "NV_ESC_EXPORT_TO_DMABUF_FD: the ioctl failed"));
+  CHECK(sim.dmabuf_exports() == 0);
+  goes_on(*d);
   d->close();
 }
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "decode.hpp"
+#include "../dmabuf.hpp"
 #include "gfx11.hpp"
 #include "gfx9.hpp"
 
@@ -713,8 +714,8 @@ int Simulator::Impl::ioctl(int fd, unsigned long request, void* arg) {
       if (b == buffers.end()) return -EINVAL;
       if (a.flags & ~std::uint32_t(O_CLOEXEC)) return -EINVAL;
       if (b->second.userptr) return -EPERM;
-      const int fd = fcntl(b->second.memfd, (a.flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
-      if (fd < 0) return -errno;
+      const int fd = dmabuf_of_memfd(b->second.memfd, a.flags & O_CLOEXEC);
+      if (fd < 0) return fd;
       a.dmabuf_fd = std::uint32_t(fd);
       ++dmabuf_exports;
       return 0;

@@ -30,6 +30,7 @@ inline constexpr std::uint32_t NV_ERR_INVALID_CLIENT = 0x23;
 inline constexpr std::uint32_t NV_ERR_INVALID_DEVICE = 0x26;
 inline constexpr std::uint32_t NV_ERR_INVALID_FLAGS = 0x29;
 inline constexpr std::uint32_t NV_ERR_INVALID_LIMIT = 0x2E;
+inline constexpr std::uint32_t NV_ERR_INVALID_OBJECT = 0x31;
 inline constexpr std::uint32_t NV_ERR_INVALID_OBJECT_HANDLE = 0x33;
 inline constexpr std::uint32_t NV_ERR_INVALID_OBJECT_PARENT = 0x36;
 inline constexpr std::uint32_t NV_ERR_INVALID_OFFSET = 0x37;
@@ -38,6 +39,7 @@ inline constexpr std::uint32_t NV_ERR_INVALID_STATE = 0x40;
 inline constexpr std::uint32_t NV_ERR_NO_MEMORY = 0x51;
 inline constexpr std::uint32_t NV_ERR_NOT_SUPPORTED = 0x56;
 inline constexpr std::uint32_t NV_ERR_OBJECT_NOT_FOUND = 0x57;
+inline constexpr std::uint32_t NV_ERR_OPERATING_SYSTEM = 0x59;
 inline constexpr std::uint32_t NV_ERR_STATE_IN_USE = 0x63;
 inline constexpr std::uint32_t NV_ERR_UVM_ADDRESS_IN_USE = 0x68;
 
@@ -60,6 +62,7 @@ inline constexpr unsigned NV_ESC_FREE_OS_EVENT = 207;
 inline constexpr unsigned NV_ESC_CHECK_VERSION_STR = 210;
 inline constexpr unsigned NV_ESC_IOCTL_XFER_CMD = 211;
 inline constexpr unsigned NV_ESC_ATTACH_GPUS_TO_FD = 212;
+inline constexpr unsigned NV_ESC_EXPORT_TO_DMABUF_FD = 217;  // NV_IOCTL_BASE + 17
 
 // ---- UVM ioctls: raw numbers (uvm_ioctl.h, uvm_linux_ioctl.h).
 inline constexpr unsigned long UVM_INITIALIZE = 0x30000001;
@@ -165,6 +168,29 @@ struct nv_ioctl_register_fd {
   std::int32_t ctl_fd;
 };
 static_assert(sizeof(nv_ioctl_register_fd) == 4);
+
+// nv_ioctl_export_to_dma_buf_fd_t (nv-ioctl.h; the same from 580.65 to 595): up to
+// NV_DMABUF_EXPORT_MAX_HANDLES pieces of RM memory, (handle, offset, size) each, placed one
+// after another in a dma-buf of totalSize bytes; fd -1 makes a new dma-buf, fd >= 0 adds
+// pieces to one made with fewer than totalObjects. mappingType: DEFAULT 0 or FORCE_PCIE 1.
+inline constexpr std::uint32_t NV_DMABUF_EXPORT_MAX_HANDLES = 128;
+inline constexpr std::uint8_t NV_DMABUF_EXPORT_MAPPING_TYPE_DEFAULT = 0;
+inline constexpr std::uint8_t NV_DMABUF_EXPORT_MAPPING_TYPE_FORCE_PCIE = 1;
+struct nv_ioctl_export_to_dma_buf_fd {
+  std::int32_t fd;
+  std::uint32_t hClient, totalObjects, numObjects, index, pad0;
+  std::uint64_t totalSize;
+  std::uint8_t mappingType, bAllowMmap, pad1[2];
+  std::uint32_t handles[NV_DMABUF_EXPORT_MAX_HANDLES];
+  std::uint32_t pad2;
+  std::uint64_t offsets[NV_DMABUF_EXPORT_MAX_HANDLES];
+  std::uint64_t sizes[NV_DMABUF_EXPORT_MAX_HANDLES];
+  std::uint32_t status, pad3;
+};
+static_assert(sizeof(nv_ioctl_export_to_dma_buf_fd) == 2608 && offsetof(nv_ioctl_export_to_dma_buf_fd, handles) == 36 &&
+              offsetof(nv_ioctl_export_to_dma_buf_fd, offsets) == 552 &&
+              offsetof(nv_ioctl_export_to_dma_buf_fd, sizes) == 1576 &&
+              offsetof(nv_ioctl_export_to_dma_buf_fd, status) == 2600);
 
 struct nv_ioctl_os_event {  // nv_ioctl_alloc_os_event_t and nv_ioctl_free_os_event_t
   std::uint32_t hClient, hDevice, fd, Status;

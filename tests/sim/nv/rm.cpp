@@ -3,6 +3,7 @@
 // and OS events. Status codes and the checks that give them follow OGKM 580.142's
 // resource server (rs_server.c, rs_resource.c, alloc_free.c, param_copy.c) and escape.c.
 #include "state.hpp"
+#include "../dmabuf.hpp"
 
 #include <fmt/format.h>
 
@@ -409,6 +410,73 @@ std::uint32_t Simulator::Impl::map_memory(NVOS33_with_fd& a) {
   file.ctx_cookie = next_cookie;
   next_cookie += (p.length + kPage - 1) & ~(kPage - 1);
   p.pLinearAddress = file.ctx_cookie;
+  return NV_OK;
+}
+
+// EXPORT_TO_DMABUF_FD with the checks, order and statuses of OGKM 580.142's nv-dmabuf.c
+// (nv_dma_buf_export, nv_dma_buf_create, nv_dma_buf_dup_mem_handles) and osapi.c
+// (RmDmabufGetClientAndDevice, RmDmabufVerifyMemHandle) for a PCIe GPU with memory of its own:
+// only video memory is exported, FORCE_PCIE (coherent systems only) and mmap (GPUs without
+// memory of their own only) are not supported. The simulator's own limit: a dma-buf is one
+// whole memory object made in one call (its memfd, see ../dmabuf.hpp, which unlike the
+// module's dma-buf of video memory the caller may mmap).
+std::uint32_t Simulator::Impl::export_dmabuf(nv_ioctl_export_to_dma_buf_fd& p) {
+  const std::string what = fmt::format("EXPORT_TO_DMABUF_FD under client {:#x}", p.hClient);
+  if (p.totalSize == 0 || p.numObjects == 0 || p.totalObjects == 0 || p.numObjects > NV_DMABUF_EXPORT_MAX_HANDLES ||
+      p.numObjects > p.totalObjects)
+    return refuse(NV_ERR_INVALID_ARGUMENT,
+                  fmt::format("{}: {} objects of {} in {} bytes (none, over {}, or over the dma-buf's objects)", what,
+                              p.numObjects, p.totalObjects, p.totalSize, NV_DMABUF_EXPORT_MAX_HANDLES));
+  if (p.mappingType != NV_DMABUF_EXPORT_MAPPING_TYPE_DEFAULT && p.mappingType != NV_DMABUF_EXPORT_MAPPING_TYPE_FORCE_PCIE)
+    return refuse(NV_ERR_INVALID_ARGUMENT, fmt::format("{}: mapping type {} is neither DEFAULT nor FORCE_PCIE", what,
+                                                       p.mappingType));
+  if (p.fd < -1)
+    return refuse(NV_ERR_INVALID_ARGUMENT, fmt::format("{}: fd {} is neither -1 (a new dma-buf) nor a dma-buf", what,
+                                                       p.fd));
+  if (p.fd >= 0)
+    return refuse(NV_ERR_NOT_SUPPORTED, fmt::format("{}: fd {}: the simulator makes a dma-buf in one call and adds "
+                                                    "nothing to one", what, p.fd));
+  if (p.index > p.totalObjects - p.numObjects)
+    return refuse(NV_ERR_INVALID_ARGUMENT, fmt::format("{}: objects {} to {} are past the dma-buf's {}", what, p.index,
+                                                       p.index + p.numObjects - 1, p.totalObjects));
+  if (p.mappingType == NV_DMABUF_EXPORT_MAPPING_TYPE_FORCE_PCIE)
+    return refuse(NV_ERR_NOT_SUPPORTED, what + ": FORCE_PCIE needs a CPU-coherent GPU, and this one is on PCIe");
+  std::uint64_t attached = 0;
+  std::shared_ptr<Backing> whole;
+  for (std::uint32_t i = 0; i < p.numObjects; ++i) {
+    const std::string piece = fmt::format("{}: object {} ({:#x}, [{:#x}, +{:#x}))", what, i, p.handles[i],
+                                          p.offsets[i], p.sizes[i]);
+    if (p.sizes[i] > p.totalSize - attached)
+      return refuse(NV_ERR_INVALID_ARGUMENT, fmt::format("{}: past the dma-buf's {} bytes", piece, p.totalSize));
+    if (!client(p.hClient)) return refuse(NV_ERR_INVALID_CLIENT, fmt::format("{}: no client {:#x}", piece, p.hClient));
+    Object* o = object(p.hClient, p.handles[i]);
+    if (!o) return refuse(NV_ERR_OBJECT_NOT_FOUND, piece + ": no such object");
+    const std::uint32_t k = o->klass;
+    const bool video = k == NV01_MEMORY_LOCAL_USER || k == NV01_MEMORY_LOCAL_PRIVILEGED;
+    if (!video && k != NV01_MEMORY_SYSTEM && k != NV01_MEMORY_VIRTUAL && k != NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
+      return refuse(NV_ERR_INVALID_OBJECT, fmt::format("{}: a {:#x} is no memory", piece, k));
+    if (p.offsets[i] % kPage || p.sizes[i] % kPage)
+      return refuse(NV_ERR_INVALID_ARGUMENT, piece + ": its offset and size must be whole pages");
+    if (!video)
+      return refuse(NV_ERR_INVALID_ARGUMENT, fmt::format("{}: a {:#x} is not video memory, and a GPU with memory of "
+                                                         "its own exports only that", piece, k));
+    const std::uint64_t size = o->memory->size;
+    if (p.sizes[i] == 0 || p.sizes[i] > size || p.offsets[i] > size - p.sizes[i])
+      return refuse(NV_ERR_INVALID_ARGUMENT, fmt::format("{}: not inside its {:#x} bytes", piece, size));
+    attached += p.sizes[i];
+    if (p.offsets[i] == 0 && p.sizes[i] == size) whole = o->memory;
+  }
+  if (p.numObjects == p.totalObjects && attached != p.totalSize)
+    return refuse(NV_ERR_INVALID_ARGUMENT, fmt::format("{}: its objects hold {:#x} bytes, not the dma-buf's {:#x}", what,
+                                                       attached, p.totalSize));
+  if (p.bAllowMmap)
+    return refuse(NV_ERR_NOT_SUPPORTED, what + ": mmap of a dma-buf is only for GPUs without memory of their own");
+  if (p.numObjects != 1 || p.totalObjects != 1 || !whole)
+    return refuse(NV_ERR_NOT_SUPPORTED, what + ": the simulator exports one whole memory object, not pieces");
+  const int fd = dmabuf_of_memfd(whole->memfd, true);
+  if (fd < 0) return refuse(NV_ERR_OPERATING_SYSTEM, fmt::format("{}: no descriptor: {}", what, std::strerror(-fd)));
+  p.fd = fd;
+  ++dmabuf_exports;
   return NV_OK;
 }
 

@@ -38,6 +38,7 @@ std::string status_name(std::uint32_t s) {
     case NV_ERR_INVALID_DEVICE: return "NV_ERR_INVALID_DEVICE";
     case NV_ERR_INVALID_FLAGS: return "NV_ERR_INVALID_FLAGS";
     case NV_ERR_INVALID_LIMIT: return "NV_ERR_INVALID_LIMIT";
+    case NV_ERR_INVALID_OBJECT: return "NV_ERR_INVALID_OBJECT";
     case NV_ERR_INVALID_OBJECT_HANDLE: return "NV_ERR_INVALID_OBJECT_HANDLE";
     case NV_ERR_INVALID_OBJECT_PARENT: return "NV_ERR_INVALID_OBJECT_PARENT";
     case NV_ERR_INVALID_OFFSET: return "NV_ERR_INVALID_OFFSET";
@@ -46,6 +47,7 @@ std::string status_name(std::uint32_t s) {
     case NV_ERR_NO_MEMORY: return "NV_ERR_NO_MEMORY";
     case NV_ERR_NOT_SUPPORTED: return "NV_ERR_NOT_SUPPORTED";
     case NV_ERR_OBJECT_NOT_FOUND: return "NV_ERR_OBJECT_NOT_FOUND";
+    case NV_ERR_OPERATING_SYSTEM: return "NV_ERR_OPERATING_SYSTEM";
     case NV_ERR_STATE_IN_USE: return "NV_ERR_STATE_IN_USE";
     case NV_ERR_UVM_ADDRESS_IN_USE: return "NV_ERR_UVM_ADDRESS_IN_USE";
     case NV_ERR_GENERIC: return "NV_ERR_GENERIC";
@@ -69,6 +71,7 @@ std::size_t escape_size(unsigned nr) {
     case NV_ESC_FREE_OS_EVENT: return sizeof(nv_ioctl_os_event);
     case NV_ESC_CHECK_VERSION_STR: return sizeof(nv_ioctl_rm_api_version);
     case NV_ESC_IOCTL_XFER_CMD: return sizeof(nv_ioctl_xfer);
+    case NV_ESC_EXPORT_TO_DMABUF_FD: return sizeof(nv_ioctl_export_to_dma_buf_fd);
   }
   return 0;
 }
@@ -92,6 +95,7 @@ const char* escape_name(unsigned nr) {
     case NV_ESC_CHECK_VERSION_STR: return "CHECK_VERSION_STR";
     case NV_ESC_IOCTL_XFER_CMD: return "IOCTL_XFER_CMD";
     case NV_ESC_ATTACH_GPUS_TO_FD: return "ATTACH_GPUS_TO_FD";
+    case NV_ESC_EXPORT_TO_DMABUF_FD: return "EXPORT_TO_DMABUF_FD";
   }
   return "an unknown escape";
 }
@@ -460,6 +464,8 @@ int Simulator::Impl::escape(int fd, File& file, unsigned nr, void* arg, std::siz
   if (config.gvisor && (nr == NV_ESC_RM_MAP_MEMORY_DMA || nr == NV_ESC_RM_UNMAP_MEMORY_DMA))
     return refuse_errno(-EINVAL, fmt::format("{}: gVisor's nvproxy allows it only with graphics or video "
                                              "capabilities", name));
+  if (config.gvisor && nr == NV_ESC_EXPORT_TO_DMABUF_FD)
+    return refuse_errno(-EINVAL, fmt::format("{}: gVisor's nvproxy allows it only with the rdma capability", name));
   if (nr == NV_ESC_IOCTL_XFER_CMD) {
     if (size != sizeof(nv_ioctl_xfer))
       return refuse_errno(-EINVAL, fmt::format("IOCTL_XFER_CMD: {} bytes, not {}", size, sizeof(nv_ioctl_xfer)));
@@ -601,6 +607,14 @@ int Simulator::Impl::escape(int fd, File& file, unsigned nr, void* arg, std::siz
       p->status = event_data(file, *p);
       return 0;
     }
+    case NV_ESC_EXPORT_TO_DMABUF_FD: {
+      // The module answers it on a GPU's file only (nv.c: NV_ACTUAL_DEVICE_ONLY).
+      if (ctl) return refuse_errno(-EINVAL, fmt::format("EXPORT_TO_DMABUF_FD on /dev/nvidiactl: it belongs to "
+                                                        "/dev/nvidia{}", config.minor));
+      auto* p = static_cast<nv_ioctl_export_to_dma_buf_fd*>(arg);
+      p->status = export_dmabuf(*p);
+      return 0;
+    }
   }
   return refuse_errno(-EINVAL, fmt::format("{} on file {}: not answered", name, fd));
 }
@@ -715,6 +729,10 @@ std::size_t Simulator::open_files() const {
 
 std::uint64_t Simulator::doorbells() const { return impl_->doorbells.load(); }
 std::uint64_t Simulator::stray_doorbells() const { return impl_->stray.load(); }
+std::size_t Simulator::dmabuf_exports() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->dmabuf_exports;
+}
 
 bool Simulator::read_gpu(std::uint32_t client, std::uint32_t vaspace, std::uint64_t va, void* out,
                          std::size_t n) const {

@@ -12,8 +12,10 @@
 // - answers the escapes CHECK_VERSION_STR, CARD_INFO, REGISTER_FD, ATTACH_GPUS_TO_FD,
 //   RM_ALLOC (NVOS21 and NVOS64, told apart by the ioctl's size), RM_FREE (the object and
 //   everything under it), RM_CONTROL, RM_ALLOC_MEMORY (OS descriptors, on /dev/nvidia<minor>),
-//   RM_MAP_MEMORY / RM_UNMAP_MEMORY, ALLOC_OS_EVENT / FREE_OS_EVENT, GET_EVENT_DATA and
-//   NV_ESC_IOCTL_XFER_CMD (any escape whose struct is too big for the ioctl's size field);
+//   RM_MAP_MEMORY / RM_UNMAP_MEMORY, ALLOC_OS_EVENT / FREE_OS_EVENT, GET_EVENT_DATA,
+//   EXPORT_TO_DMABUF_FD (on /dev/nvidia<minor>: a dma-buf of one whole video-memory object,
+//   checked as the module checks it, see rm.cpp) and NV_ESC_IOCTL_XFER_CMD (any escape whose
+//   struct is too big for the ioctl's size field);
 // - keeps RM's object tree: root clients (0x41), devices (0x80), subdevices (0x2080), the
 //   usermode page (its class from Config), VA spaces (FERMI_VASPACE_A), channel groups
 //   (KEPLER_CHANNEL_GROUP_A), context shares (FERMI_CONTEXT_SHARE_A), GPFIFO channels, the
@@ -30,7 +32,9 @@
 // escape on the wrong kind of file) the ioctl returns -EINVAL. Every refusal is also kept as
 // text (errors()) naming the object or field and the reason.
 //
-// Memory: video and system memory are host memory (memfd) the simulator owns; a CPU mapping
+// Memory: video and system memory are host memory (memfd) the simulator owns (a dma-buf of
+// video memory is a new descriptor of its memfd, which the caller may map: the module's
+// refuses mmap on a GPU with memory of its own); a CPU mapping
 // (RM_MAP_MEMORY, then mmap of the /dev/nvidia<minor> file it named) shows the same bytes the
 // GPU VA space maps; an OS descriptor is the caller's own pages. RM_FREE of memory tears its
 // CPU mapping contexts down as RM does; memory UVM mapped stays alive until UVM unmaps it
@@ -47,7 +51,8 @@
 // capabilities (google/gvisor pkg/sentry/devices/nvproxy version.go, frontend.go):
 // NV_ESC_RM_MAP_MEMORY_DMA and UNMAP_MEMORY_DMA (need graphics/video caps: the ioctl fails
 // with -EINVAL), the class NV01_MEMORY_VIRTUAL (status NV_ERR_INVALID_CLASS, as nvproxy answers
-// a class it does not allow), the control NV0000 GET_BUILD_VERSION_V2 (status
+// a class it does not allow), EXPORT_TO_DMABUF_FD (needs the rdma capability: -EINVAL), the
+// control NV0000 GET_BUILD_VERSION_V2 (status
 // NV_ERR_NOT_SUPPORTED, as nvproxy answers a control it does not allow), and RM_ALLOC_MEMORY of
 // a class other than system, local or OS-descriptor memory (-EINVAL).
 #pragma once
@@ -129,6 +134,8 @@ class Simulator final : public os::Seam {
   // written that named no channel.
   std::uint64_t doorbells() const;
   std::uint64_t stray_doorbells() const;
+  // Dma-bufs EXPORT_TO_DMABUF_FD made so far.
+  std::size_t dmabuf_exports() const;
   // Reads `n` bytes at GPU address `va` of VA space `vaspace` of client `client` into `out`, as
   // an engine reads them (through what UVM mapped). False when any byte is unmapped.
   bool read_gpu(std::uint32_t client, std::uint32_t vaspace, std::uint64_t va, void* out, std::size_t n) const;

@@ -201,6 +201,7 @@ struct Simulator::Impl {
   std::thread watcher;
   bool stopping = false;
   std::atomic<std::uint64_t> doorbells{0}, stray{0};
+  std::size_t dmabuf_exports = 0;  // dma-bufs EXPORT_TO_DMABUF_FD made
   // The kernels launches may run; engines freed under the lock and destroyed after it
   // (their hooks take it); bytes waiting for engines to move on.
   Code code;
@@ -251,6 +252,7 @@ struct Simulator::Impl {
   std::uint32_t alloc_memory(int fd, abi::NVOS02_with_fd& p);
   std::uint32_t map_memory(abi::NVOS33_with_fd& p);
   std::uint32_t unmap_memory(abi::NVOS34& p);
+  std::uint32_t export_dmabuf(abi::nv_ioctl_export_to_dma_buf_fd& p);
   std::uint32_t os_event(int fd, File& file, abi::nv_ioctl_os_event& p, bool allocate);
   std::uint32_t event_data(File& file, abi::NVOS41& p);
   void fire_locked(std::uint32_t notify_index, bool nonstall, std::uint32_t info32, std::uint16_t info16);
