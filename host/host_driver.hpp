@@ -32,7 +32,8 @@ namespace rig::cpu {
 // std::invalid_argument for Pinned memory, and answers nullopt only when the operating
 // system refuses. map_host is the identity mapping. dma describes a region of its own pages
 // as a dma-buf made by /dev/udmabuf, and gives Error, saying why, for any other memory, where
-// /dev/udmabuf is absent or refused, and never gives bus addresses (HostMemory::dma).
+// /dev/udmabuf is absent or refused, and gives bus addresses only for locked pages whose frames
+// the process reads, for a function whose IOMMU does not translate (HostMemory::dma).
 //
 // image loads a relocatable ELF object (rig::host::ElfImage) and gives Error with the
 // loader's message when it cannot. entry answers Absent unless the name is a function the

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -136,7 +138,127 @@ edge::Mapping HostMemory::map_host(std::uintptr_t host, std::size_t bytes) {
   return edge::Region{host};
 }
 
-Result<edge::Dma> HostMemory::dma(edge::Region region) {
+namespace {
+
+// /proc/self/pagemap: one 8-byte entry a page; bit 63 "present", bits 54:0 the frame number,
+// which reads as 0 without CAP_SYS_ADMIN (the kernel's Documentation/admin-guide/mm/pagemap.rst).
+constexpr const char* kPagemap = "/proc/self/pagemap";
+constexpr std::uint64_t kPagemapPresent = 1ull << 63, kPagemapFrame = (1ull << 55) - 1;
+// The bus works in 4 KiB pages (edge::Bus).
+constexpr std::uint64_t kBusPage = 4096;
+
+// All of the file at `path` through `seam`, or -errno.
+std::expected<std::string, int> read_all(os::Seam& seam, const char* path) {
+  const int fd = seam.open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::unexpected(fd);
+  std::string text;
+  char chunk[16384];
+  for (;;) {
+    const ssize_t n = seam.read(fd, chunk, sizeof chunk);
+    if (n < 0) {
+      seam.close(fd);
+      return std::unexpected(int(n));
+    }
+    if (n == 0) break;
+    text.append(chunk, std::size_t(n));
+  }
+  seam.close(fd);
+  return text;
+}
+
+// The bytes /proc/self/smaps says are locked in the mapping that starts at `address`, or
+// nullopt where no mapping starts there.
+std::optional<std::uint64_t> locked_bytes(std::string_view smaps, std::uintptr_t address) {
+  const std::string head = fmt::format("{:x}-", address);
+  std::size_t at = 0;
+  while (at < smaps.size()) {
+    const std::size_t end = std::min(smaps.find('\n', at), smaps.size());
+    const std::string_view line = smaps.substr(at, end - at);
+    at = end + 1;
+    if (!line.starts_with(head)) continue;
+    while (at < smaps.size()) {  // the mapping's fields, up to the next mapping's line
+      const std::size_t e = std::min(smaps.find('\n', at), smaps.size());
+      const std::string_view field = smaps.substr(at, e - at);
+      at = e + 1;
+      if (field.starts_with("Locked:")) {
+        std::uint64_t kb = 0;
+        const std::string_view digits = field.substr(field.find_first_not_of(" \t", 7));
+        std::from_chars(digits.data(), digits.data() + digits.size(), kb);
+        return kb * 1024;
+      }
+    }
+    return 0;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<edge::Bus> HostMemory::bus(std::uintptr_t address, std::size_t bytes, std::string_view fn) {
+  std::vector<std::string> fails;
+  // The function's IOMMU group, and whether it translates.
+  const std::string device = fmt::format("/sys/bus/pci/devices/{}", fn);
+  if (auto group = seam_.readlink((device + "/iommu_group").c_str())) {
+    const std::string n = group->substr(group->rfind('/') + 1);
+    auto type = read_all(seam_, fmt::format("/sys/kernel/iommu_groups/{}/type", n).c_str());
+    const std::string kind = type ? type->substr(0, type->find_first_of("\n")) : std::string();
+    if (!type)
+      fails.push_back(fmt::format("{}'s IOMMU group {} has no type to read ({})", fn, n, os::describe(type.error())));
+    else if (kind != "identity")
+      fails.push_back(fmt::format("{}'s IOMMU group {} translates (type {}): the function's bus addresses are "
+                                  "IOVAs, not the memory's",
+                                  fn, n, kind));
+  } else if (!seam_.readlink(device.c_str())) {
+    fails.push_back(fmt::format("there is no PCI function {} ({} is absent)", fn, device));
+  }
+  // Locked pages.
+  if (auto smaps = read_all(seam_, "/proc/self/smaps")) {
+    const auto locked = locked_bytes(*smaps, address);
+    if (!locked || *locked < bytes)
+      fails.push_back(fmt::format("its pages are not locked ({} of {} bytes locked; mlock them), so the kernel may "
+                                  "move them",
+                                  locked.value_or(0), bytes));
+  } else {
+    fails.push_back(fmt::format("/proc/self/smaps cannot be read ({}), so whether its pages are locked is unknown",
+                                os::describe(smaps.error())));
+  }
+  // Their frames.
+  edge::Bus bus;
+  const std::size_t pages = bytes / kBusPage;
+  std::vector<std::uint64_t> entries(pages);
+  const int map = seam_.open(kPagemap, O_RDONLY | O_CLOEXEC);
+  const ssize_t got = map < 0 ? map
+                              : seam_.pread(map, entries.data(), pages * 8, off_t(address / kBusPage * 8));
+  if (map >= 0) seam_.close(map);
+  if (got != ssize_t(pages * 8)) {
+    fails.push_back(fmt::format("{} cannot be read ({})", kPagemap, got < 0 ? os::describe(int(got)) : "short"));
+  } else {
+    for (std::size_t i = 0; i < pages; ++i) {
+      const std::uint64_t frame = entries[i] & kPagemapFrame;
+      if (!(entries[i] & kPagemapPresent)) {
+        fails.push_back(fmt::format("page {} is not present", i));
+        break;
+      }
+      if (frame == 0) {
+        fails.push_back(fmt::format("{} shows no frame numbers to this process (they need CAP_SYS_ADMIN)", kPagemap));
+        break;
+      }
+      const std::uint64_t at = frame * kBusPage;
+      if (!bus.ranges.empty() && bus.ranges.back().first + bus.ranges.back().second == at)
+        bus.ranges.back().second += kBusPage;
+      else
+        bus.ranges.emplace_back(at, kBusPage);
+    }
+  }
+  if (!fails.empty()) {
+    std::string why = "no bus addresses: ";
+    for (std::size_t i = 0; i < fails.size(); ++i) why += (i ? "; " : "") + fails[i];
+    return std::unexpected(why);
+  }
+  return bus;
+}
+
+Result<edge::Dma> HostMemory::dma(edge::Region region, std::string_view pci_function) {
   std::lock_guard lock(mutex_);
   const auto it = blocks_.find(region.id);
   if (it == blocks_.end())
@@ -147,7 +269,7 @@ Result<edge::Dma> HostMemory::dma(edge::Region region) {
     case Source::Heap:
       return std::unexpected(fmt::format(
           "{}: heap memory, which shares its pages with other allocations; only regions of at least 64 KiB "
-          "and 4 pages have pages of their own for a dma-buf",
+          "and 4 pages have pages of their own for a dma-buf or bus addresses",
           where));
     case Source::Host:
       return std::unexpected(fmt::format(
@@ -155,20 +277,21 @@ Result<edge::Dma> HostMemory::dma(edge::Region region) {
     case Source::Pages:
       break;
   }
+  auto bus = this->bus(region.id, block.bytes, pci_function);
+  if (bus) return edge::Dma{std::move(*bus)};
   if (block.memfd < 0)
     return std::unexpected(fmt::format("{}: anonymous pages, not a memfd's (memfd_create gave {} when they were "
                                        "allocated, or the process had half its RLIMIT_NOFILE descriptors open), "
-                                       "so no dma-buf can hold them",
-                                       where, os::describe(block.memfd_error)));
+                                       "so no dma-buf can hold them; and {}",
+                                       where, os::describe(block.memfd_error), bus.error()));
   const int device = seam_.open(kUdmabufPath, O_RDWR);
   if (device < 0) {
     const char* what = device == -ENOENT ? "it is absent: the kernel has no udmabuf (CONFIG_UDMABUF; modprobe udmabuf)"
                        : device == -EACCES || device == -EPERM
                            ? "no permission: give this user access to it (its group, or a udev rule)"
                            : "it cannot be opened";
-    return std::unexpected(fmt::format(
-        "{}: no dma-buf: {} {} ({}); and no bus addresses: host memory is pageable, so its pages may move",
-        where, kUdmabufPath, what, os::describe(device)));
+    return std::unexpected(fmt::format("{}: no dma-buf: {} {} ({}); and {}", where, kUdmabufPath, what,
+                                       os::describe(device), bus.error()));
   }
   udmabuf_create create{};
   create.memfd = std::uint32_t(block.memfd);
@@ -178,8 +301,9 @@ Result<edge::Dma> HostMemory::dma(edge::Region region) {
   const int fd = seam_.ioctl(device, UDMABUF_CREATE, &create);
   seam_.close(device);
   if (fd < 0)
-    return std::unexpected(fmt::format("{}: UDMABUF_CREATE refused it: {}{}", where, os::describe(fd),
-                                       fd == -EINVAL ? " (udmabuf.size_limit_mb caps one dma-buf, 64 MiB unless set)" : ""));
+    return std::unexpected(fmt::format("{}: UDMABUF_CREATE refused it: {}{}; and {}", where, os::describe(fd),
+                                       fd == -EINVAL ? " (udmabuf.size_limit_mb caps one dma-buf, 64 MiB unless set)" : "",
+                                       bus.error()));
   return edge::Dma{edge::Dmabuf{fd, 0}};
 }
 

@@ -57,15 +57,23 @@ class HostMemory {
   // `host`. Mapping the same memory twice gives the same region, freed once per mapping.
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes);
 
-  // How another PCI function reaches a region by DMA: a new dma-buf (close-on-exec, offset 0)
-  // over a region's memfd pages, made by /dev/udmabuf (UDMABUF_CREATE). Error, naming the
-  // region and why, for a region alloc did not make or that was freed, one from the heap
-  // (smaller than 64 KiB or 4 pages), one of anonymous pages (and why it has no memfd), one
-  // that map_host made (the caller's memory, which only its owner can describe), where
-  // /dev/udmabuf is absent or may not be opened, and where UDMABUF_CREATE refuses (the
-  // kernel's udmabuf.size_limit_mb, 64 MiB unless set, caps one dma-buf). Never bus
-  // addresses: host memory is pageable, so the kernel may move its pages.
-  Result<edge::Dma> dma(edge::Region region);
+  // How PCI function `pci_function` reaches a region by DMA.
+  // Bus, the frames' physical addresses (from /proc/self/pagemap, runs of consecutive frames
+  // merged, in order), where all of these hold: the region is pages of its own (alloc's of at
+  // least 64 KiB and 4 pages); they are locked (mlock: /proc/self/smaps's Locked covers the
+  // mapping), so they stay where they are; the process reads their frame numbers (pagemap
+  // shows them only to CAP_SYS_ADMIN, else 0); and the function's IOMMU group does not
+  // translate (no IOMMU, or /sys/kernel/iommu_groups/N/type is "identity"), so the physical
+  // address is the bus address it uses.
+  // Else a new dma-buf (close-on-exec, offset 0) over the region's memfd pages, made by
+  // /dev/udmabuf (UDMABUF_CREATE).
+  // Error, naming the region, for a region alloc did not make or that was freed, and for one
+  // that map_host made (the caller's memory, which only its owner can describe); where
+  // neither way holds, naming why there is no dma-buf (heap memory: smaller than 64 KiB or 4
+  // pages; anonymous pages and why they have no memfd; /dev/udmabuf absent or not to be
+  // opened; UDMABUF_CREATE refused: the kernel's udmabuf.size_limit_mb, 64 MiB unless set,
+  // caps one dma-buf) and each condition of Bus that fails.
+  Result<edge::Dma> dma(edge::Region region, std::string_view pci_function);
 
  private:
   enum class Source { Heap, Pages, Host };
@@ -76,6 +84,9 @@ class HostMemory {
     int memfd = -1;     // Pages: the memfd whose pages they are, or -1 for anonymous pages
     int memfd_error = 0;  // Pages without a memfd: the -errno memfd_create gave
   };
+
+  // Bus for the `bytes` bytes of pages at `address`, or each condition of it that fails.
+  Result<edge::Bus> bus(std::uintptr_t address, std::size_t bytes, std::string_view pci_function);
 
   os::Seam& seam_;
   std::mutex mutex_;

@@ -50,7 +50,9 @@ class MemoryDriver final : public edge::Driver {
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override {
     return memory_.map_host(host, bytes);
   }
-  Result<edge::Dma> dma(edge::Region region, std::string_view) override { return memory_.dma(region); }
+  Result<edge::Dma> dma(edge::Region region, std::string_view pci_function) override {
+    return memory_.dma(region, pci_function);
+  }
 
   Result<edge::Code> image(std::span<const std::byte>) override {
     return std::unexpected(std::string("a memory device loads no code"));

@@ -2,6 +2,7 @@
 // C functions, without rig's core. Each test is named after the promise it checks.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 
+#include "fake_bus.hpp"
 #include "fake_udmabuf.hpp"
 #include "host_driver.hpp"
 
@@ -9,6 +10,7 @@
 #include <rig/edge.hpp>
 #include <rig/rig_edge.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -338,7 +340,7 @@ TEST_CASE("dma refuses heap memory, a freed region and the caller's mapped memor
   CHECK(seam.creates == 0);  // udmabuf was never asked
 }
 
-TEST_CASE("dma where /dev/udmabuf is absent or not permitted says which, and that host memory has no bus addresses") {
+TEST_CASE("dma where /dev/udmabuf is absent or not permitted says which, and why the pages have no bus addresses") {
   rig::test::FakeUdmabuf seam;
   MemoryDevice m(0, &seam);
   const auto region = m.driver->alloc(Memory::Device, 1 << 20);
@@ -348,7 +350,8 @@ TEST_CASE("dma where /dev/udmabuf is absent or not permitted says which, and tha
   REQUIRE_FALSE(absent.has_value());
   CHECK(absent.error().find("/dev/udmabuf it is absent") != std::string::npos);
   CHECK(absent.error().find("CONFIG_UDMABUF") != std::string::npos);
-  CHECK(absent.error().find("no bus addresses: host memory is pageable") != std::string::npos);
+  CHECK(absent.error().find("no bus addresses: ") != std::string::npos);
+  CHECK(absent.error().find("its pages are not locked") != std::string::npos);
   seam.node = rig::test::FakeUdmabuf::Node::Denied;
   auto denied = m.driver->dma(*region, "0000:00:03.0");
   REQUIRE_FALSE(denied.has_value());
@@ -410,4 +413,99 @@ TEST_CASE("a region made where the process may open no memfd is anonymous pages,
   REQUIRE(waitpid(child, &status, 0) == child);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+// ---- dma: bus addresses of locked pages for a function the IOMMU does not translate.
+
+namespace {
+constexpr const char* kFn = "0000:00:03.0";
+// A region of 16 pages whose files say: locked, frames 0x100.. and 0x300.., kFn in IOMMU group
+// 7 of type `type`.
+struct BusRegion {
+  rig::test::FakeUdmabuf udmabuf;
+  rig::test::FakeBus seam{udmabuf};
+  MemoryDevice m{0, &seam};
+  edge::Region region{};
+  std::uintptr_t address = 0;
+  static constexpr std::size_t bytes = 16 * 4096;
+  explicit BusRegion(const char* type = "identity\n") {
+    region = *m.driver->alloc(Memory::Device, bytes);
+    address = *m.driver->locate(region).host;
+    locked(64);
+    seam.frames(address, {0x100, 0x101, 0x102, 0x103, 0x104, 0x105, 0x106, 0x107,
+                          0x300, 0x301, 0x302, 0x303, 0x304, 0x305, 0x306, 0x307});
+    seam.links["/sys/bus/pci/devices/0000:00:03.0"] = "../../../devices/pci0000:00/0000:00:03.0";
+    seam.links["/sys/bus/pci/devices/0000:00:03.0/iommu_group"] = "../../../../kernel/iommu_groups/7";
+    seam.files["/sys/kernel/iommu_groups/7/type"] = type;
+  }
+  ~BusRegion() { m.driver->free(region); }
+  // /proc/self/smaps with the region's mapping, `kb` KiB of it locked, between two others.
+  void locked(int kb) {
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  "1000-2000 r--p 00000000 00:00 0\nLocked:              64 kB\n"
+                  "%lx-%lx rw-s 00000000 00:01 9 /memfd:rig (deleted)\nSize:               64 kB\n"
+                  "Locked:              %d kB\nVmFlags: rd wr sh mr mw me ms\n"
+                  "7fff0000-7fff1000 rw-p 00000000 00:00 0\nLocked:               0 kB\n",
+                  static_cast<unsigned long>(address), static_cast<unsigned long>(address + bytes), kb);
+    seam.files["/proc/self/smaps"] = text;
+  }
+  rig::Result<edge::Dma> dma(const char* fn = kFn) { return m.driver->dma(region, fn); }
+};
+bool says(const rig::Result<edge::Dma>& d, std::string_view part) {
+  return !d && d.error().find(part) != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("dma of locked pages whose frames the process reads, for a function the IOMMU does not translate, is "
+          "Bus: the frames in order, runs merged") {
+  BusRegion r;
+  auto dma = r.dma();
+  REQUIRE_MESSAGE(dma.has_value(), (dma ? "" : dma.error()));
+  const auto* bus = std::get_if<edge::Bus>(&*dma);
+  REQUIRE(bus != nullptr);
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> want{{0x100000, 0x8000}, {0x300000, 0x8000}};
+  CHECK(bus->ranges == want);
+  CHECK(r.udmabuf.creates == 0);
+  CHECK(r.seam.pagemap_reads == 1);
+  // No IOMMU at all: the function's addresses are physical too.
+  r.seam.links.erase("/sys/bus/pci/devices/0000:00:03.0/iommu_group");
+  auto bare = r.dma();
+  REQUIRE(bare.has_value());
+  CHECK(std::get<edge::Bus>(*bare).ranges == want);
+}
+
+TEST_CASE("dma names each condition of Bus that fails, gives the dma-buf where udmabuf can, and Bus again once all hold") {
+  BusRegion r("DMA-FQ\n");
+  auto translated = r.dma();  // a translating domain: the dma-buf instead
+  REQUIRE(translated.has_value());
+  CHECK(std::holds_alternative<edge::Dmabuf>(*translated));
+  close(std::get<edge::Dmabuf>(*translated).fd);
+  r.udmabuf.node = rig::test::FakeUdmabuf::Node::Absent;
+  CHECK(says(r.dma(), "/dev/udmabuf it is absent"));
+  CHECK(says(r.dma(), "no bus addresses: 0000:00:03.0's IOMMU group 7 translates (type DMA-FQ)"));
+  r.seam.files["/sys/kernel/iommu_groups/7/type"] = "identity\n";
+  r.locked(60);
+  CHECK(says(r.dma(), "no bus addresses: its pages are not locked (61440 of 65536 bytes locked; mlock them)"));
+  r.locked(64);
+  r.seam.frames(r.address + 5 * 4096, {0});
+  CHECK(says(r.dma(), "no bus addresses: /proc/self/pagemap shows no frame numbers to this process (they need "
+                      "CAP_SYS_ADMIN)"));
+  r.seam.pagemap = false;
+  CHECK(says(r.dma(), "/proc/self/pagemap cannot be read"));
+  r.seam.pagemap = true;
+  r.seam.frames(r.address, {0x100, 0x101, 0x102, 0x103, 0x104, 0x105, 0x106, 0x107,
+                            0x300, 0x301, 0x302, 0x303, 0x304, 0x305, 0x306, 0x307});
+  CHECK(says(r.dma("0000:00:09.0"), "no bus addresses: there is no PCI function 0000:00:09.0"));
+  // Two failing at once are both named.
+  r.locked(0);
+  r.seam.files["/sys/kernel/iommu_groups/7/type"] = "DMA\n";
+  auto both = r.dma();
+  CHECK(says(both, "translates (type DMA)"));
+  CHECK(says(both, "its pages are not locked"));
+  r.locked(64);
+  r.seam.files["/sys/kernel/iommu_groups/7/type"] = "identity\n";
+  auto again = r.dma();
+  REQUIRE(again.has_value());
+  CHECK(std::holds_alternative<edge::Bus>(*again));
 }
