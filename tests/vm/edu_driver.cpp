@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -46,19 +47,28 @@ struct Pages {
 // DMA engine and the pages the engine's own transfers use. Each transfer takes `engine`.
 class Edu {
  public:
+  // The function's Edu while a device holds it, else null.
+  static std::shared_ptr<Edu> find(const std::string& address) {
+    std::lock_guard g(opening());
+    return open_ones()[address].lock();
+  }
   static Result<std::shared_ptr<Edu>> open(const std::string& address) {
-    static std::mutex opening;
-    static std::map<std::string, std::weak_ptr<Edu>> open_ones;
-    std::lock_guard g(opening);
-    if (auto existing = open_ones[address].lock()) return existing;
+    std::lock_guard g(opening());
+    if (auto existing = open_ones()[address].lock()) return existing;
     vfio::Options options;
     options.dma_bits = dma_bits;
     auto device = vfio::Device::open(os::system(), address, options);
     if (!device) return std::unexpected(device.error());
     auto edu = std::shared_ptr<Edu>(new Edu(std::move(*device)));
     if (auto ready = edu->start(); !ready) return std::unexpected(ready.error());
-    open_ones[address] = edu;
+    open_ones()[address] = edu;
     return edu;
+  }
+  // Calls f with the function and BAR0, holding the engine: no transfer of the driver runs
+  // meanwhile.
+  void with_engine(const std::function<void(vfio::Device&, const vfio::Mmio&)>& f) {
+    std::lock_guard g(engine_);
+    f(*device_, *bar_);
   }
   ~Edu() {
     if (staging_.host) {
@@ -121,6 +131,14 @@ class Edu {
 
  private:
   explicit Edu(std::unique_ptr<vfio::Device> device) : device_(std::move(device)) {}
+  static std::mutex& opening() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<std::string, std::weak_ptr<Edu>>& open_ones() {
+    static std::map<std::string, std::weak_ptr<Edu>> m;
+    return m;
+  }
 
   Result<void> start() {
     if (auto on = device_->set_bus_master(true); !on) return on;
@@ -236,6 +254,20 @@ class Driver final : public edge::Driver {
     edge::Location at{p.iova, std::nullopt, std::intptr_t(p.iova)};
     if (pinned_.count(p.iova)) at.host = reinterpret_cast<std::uintptr_t>(p.host);
     return at;
+  }
+
+  // Bus for edu itself: the region's IOVA range in the IOMMU domain of edu's VFIO container,
+  // which is what edu's DMA engine addresses. Another function is in another IOMMU domain,
+  // where these IOVAs mean nothing: Error.
+  Result<edge::Dma> dma(edge::Region region, std::string_view pci_function) override {
+    if (pci_function != edu_->address())
+      return std::unexpected(fmt::format(
+          "{}: {} is in another IOMMU domain than {} (its memory is mapped at IOVAs of {}'s VFIO container only)",
+          name_, pci_function, edu_->address(), edu_->address()));
+    std::lock_guard g(memory_);
+    auto it = regions_.find(region.id);
+    if (it == regions_.end()) return std::unexpected(fmt::format("{}: no region at IOVA {:#x}", name_, region.id));
+    return edge::Bus{{{it->second.iova, it->second.bytes}}};
   }
 
   Result<edge::Code> image(std::span<const std::byte>) override {
@@ -413,6 +445,13 @@ int edu_commit(void* edge, std::uint64_t, const char** failure) { return driver_
 const rig_driver Driver::table{edu_room, edu_submit, edu_commit, nullptr, nullptr};
 
 }  // namespace
+
+Result<void> with_engine(const std::string& address, const std::function<void(vfio::Device&, const vfio::Mmio&)>& f) {
+  auto edu = Edu::find(address);
+  if (!edu) return std::unexpected(fmt::format("{}: no edu device is open there", address));
+  edu->with_engine(f);
+  return {};
+}
 
 edge::Opener<> opener(std::string name, std::string address, DriverOptions options) {
   auto make = [name, address, options](volatile std::uint64_t* word) -> Result<std::unique_ptr<edge::Driver>> {

@@ -12,6 +12,10 @@
 // command processor would walk a ring. The queue holds `ring_transfers` transfers; room
 // answers RIG_LATER while they are taken and RIG_NEVER for one submission that needs more.
 //
+// dma: Bus for edu's own PCI address, the region's IOVAs (one page-aligned range, as
+// vfio::Device::map_dma placed it); Error naming the function for any other, which is in
+// another IOMMU domain.
+//
 // Facts: no processor (arch ""), Completion::Store, no in-queue waits (rig waits on the host
 // for other devices), a word of its own (in IOMMU-mapped memory, read through signaled), the
 // function's PCI address as `bus`. A transfer that does not finish in a second, or a copy
@@ -23,7 +27,10 @@
 
 #include <rig/edge.hpp>
 
+#include <vfio.hpp>
+
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,5 +45,11 @@ struct DriverOptions {
 // which must be bound to vfio-pci. make gives an Error naming the function and the reason
 // where vfio::Device::open refuses it.
 edge::Opener<> opener(std::string name, std::string address, DriverOptions options = {});
+
+// For a test that programs edu itself: calls `f` with the vfio::Device and BAR0 that the
+// devices open on `address` share, holding their DMA engine, so that none of their transfers
+// runs meanwhile (f must leave no interrupt pending: transfers without dma_interrupt). Error
+// where no device is open on `address`.
+Result<void> with_engine(const std::string& address, const std::function<void(vfio::Device&, const vfio::Mmio&)>& f);
 
 }  // namespace rig::edu

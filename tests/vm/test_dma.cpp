@@ -4,6 +4,8 @@
 // It runs inside the VM that run_vm.py boots; outside one it fails saying what is missing.
 #include <rig/rig.hpp>
 
+#include <pci_bus.hpp>
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -256,3 +258,27 @@ TEST_CASE("the dma-buf's memory, registered on rdma_rxe, takes another queue pai
   close(buf.fd);
 }
 #endif
+
+TEST_CASE("the host device gives the virtio NIC no bus addresses under intel-iommu, naming its translating group") {
+  // QEMU's virtio-net-pci (transitional: 1af4:1000), there where the program runs verbs.
+  const auto started = std::chrono::steady_clock::now();
+  const auto nics = pci::find("/sys/bus/pci", 0x1af4, 0x1000);
+  REQUIRE_MESSAGE(!nics.empty(), "no virtio NIC: run_vm.py gives one to programs built with libibverbs");
+  // Locked pages whose frames root reads, too big for one udmabuf (64 MiB): only the IOMMU
+  // stands between them and bus addresses.
+  constexpr std::size_t kBig = std::size_t(96) << 20;  // a size class of its own: the allocation is the buffer
+  Buffer big = Buffer::create(host(), kBig);
+  std::uint8_t* pages = nullptr;
+  big.write<std::uint8_t>([&](std::span<std::uint8_t> x) { pages = x.data(); });
+  REQUIRE(mlock(pages, kBig) == 0);
+  auto dma = big.dma(nics.front());
+  munlock(pages, kBig);
+  REQUIRE_FALSE(dma.has_value());
+  CHECK(dma.error().find("UDMABUF_CREATE refused it") != std::string::npos);
+  CHECK(dma.error().find(fmt::format("no bus addresses: {}'s IOMMU group ", nics.front())) != std::string::npos);
+  CHECK(dma.error().find(" translates (type DMA") != std::string::npos);
+  CHECK(dma.error().find("not locked") == std::string::npos);
+  CHECK(dma.error().find("CAP_SYS_ADMIN") == std::string::npos);
+  fmt::print("vm: the host device for {} ({:.0f} ms of the VM's clock): {}\n", nics.front(),
+             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count(), dma.error());
+}
