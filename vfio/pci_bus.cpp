@@ -140,12 +140,4 @@ Listing list_functions(const std::string& sysfs_pci, const Keep& keep) {
 #endif
 }
 
-std::vector<std::string> find(const std::string& sysfs_pci, std::uint16_t vendor_id, std::uint16_t device_id) {
-  Listing listing = list_functions(
-      sysfs_pci, [&](const Function& f) { return f.vendor_id == vendor_id && f.device_id == device_id; });
-  std::vector<std::string> addresses;
-  for (const Function& f : listing.functions) addresses.push_back(f.address);
-  return addresses;
-}
-
 }  // namespace rig::pci

@@ -41,7 +41,10 @@ using Keep = std::function<bool(const Function& ids)>;
 // missing, a note says the names show as numbers.
 Listing list_functions(const std::string& sysfs_pci, const Keep& keep);
 
-// The addresses of the functions with these IDs on the tree at `sysfs_pci`, in order.
+// The addresses of the functions with these IDs on the tree at `sysfs_pci`, in order, read
+// from each function's `vendor` and `device` files without libpci (pci_find.cpp, its own
+// library, rig_pci_find: what a statically linked program can take). None where the tree has
+// no devices folder; a function whose files are missing or garbled is not one of them.
 std::vector<std::string> find(const std::string& sysfs_pci, std::uint16_t vendor_id, std::uint16_t device_id);
 
 }  // namespace rig::pci

@@ -16,6 +16,17 @@ TEST_CASE("find gives the addresses of the functions with both IDs, in address o
   CHECK(rig::pci::find(pci.root(), 0x10de, 0x2330).empty());
 }
 
+TEST_CASE("find, from sysfs alone, passes over a function whose ID files are garbled and finds none without a bus") {
+  rig::test::FakePci pci;
+  pci.add("0000:00:02.0", 0x1234, 0x11e8, 0x00ff00);
+  pci.add("0000:00:03.0", 0x1234, 0x11e8, 0x00ff00);
+  pci.write("0000:00:03.0", "vendor", "1234\n");  // no 0x
+  pci.add("0000:00:04.0", 0x1234, 0x11e8, 0x00ff00);
+  pci.write("0000:00:04.0", "device", "0x11e8zz\n");
+  CHECK(rig::pci::find(pci.root(), 0x1234, 0x11e8) == std::vector<std::string>{"0000:00:02.0"});
+  CHECK(rig::pci::find("/nonexistent/bus/pci", 0x1234, 0x11e8).empty());
+}
+
 TEST_CASE("a listing carries each function's bound driver, and none for an unbound one") {
   rig::test::FakePci pci;
   pci.add("0000:00:02.0", 0x1234, 0x11e8, 0x00ff00, "vfio-pci");

@@ -44,8 +44,9 @@ MODULES = ["vfio_iommu_type1", "vfio-pci"]
 # rdma link add fails with ENOENT). udmabuf is built into the 6.12 kernel.
 RDMA_MODULES = ["virtio_net", "ib_uverbs", "crc32_generic", "rdma_rxe"]
 
-# What a verbs program needs besides the libraries ldd lists: libibverbs loads the provider
-# the configuration names (rxe's, for rdma_rxe), and the rdma tool makes the rxe0 link.
+# What a verbs program that loads libibverbs needs besides the libraries ldd lists:
+# libibverbs loads the provider the configuration names (rxe's, for rdma_rxe); a static one
+# has the provider built in. The rdma tool makes the rxe0 link.
 VERBS_FILES = ["/etc/libibverbs.d/rxe.driver", "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"]
 RDMA_TOOL = "/usr/bin/rdma"
 
@@ -266,12 +267,20 @@ def init_script(programs, modules, env, rdma):
 
 
 def uses_verbs(program):
-    """Whether `program` loads libibverbs (then the VM gets a NIC and soft RoCE)."""
-    return any("libibverbs" in os.path.basename(lib) for lib in shared_libraries(program))
+    """Whether `program` runs RDMA verbs (then the VM gets a NIC and soft RoCE): it loads
+    libibverbs, or, linked statically, holds it (its symbol ibv_get_device_list)."""
+    if any("libibverbs" in os.path.basename(lib) for lib in shared_libraries(program)):
+        return True
+    with open(program, "rb") as f:
+        return b"ibv_get_device_list" in f.read()
 
 
 def build_initramfs(path, programs, tree, env):
-    rdma = any(uses_verbs(p) for p in programs) and all(os.path.exists(f) for f in VERBS_FILES + [RDMA_TOOL])
+    # A static verbs program has its provider built in; one that loads libibverbs needs the
+    # provider's library and the file naming it.
+    verbs = [p for p in programs if uses_verbs(p)]
+    provider_files = VERBS_FILES if any(shared_libraries(p) for p in verbs) else []
+    rdma = bool(verbs) and all(os.path.exists(f) for f in provider_files + [RDMA_TOOL])
     version, modules = module_files(tree, rdma)
     archive = Cpio(path)
     busybox = shutil.which("busybox") or "/bin/busybox"
@@ -285,7 +294,7 @@ def build_initramfs(path, programs, tree, env):
         for lib in shared_libraries(program):
             archive.host_file(lib)
     if rdma:
-        for f in VERBS_FILES + [RDMA_TOOL]:
+        for f in provider_files + [RDMA_TOOL]:
             archive.host_file(f)
             for lib in shared_libraries(f) if not f.endswith(".driver") else []:
                 archive.host_file(lib)
