@@ -147,25 +147,6 @@ constexpr std::uint64_t kPagemapPresent = 1ull << 63, kPagemapFrame = (1ull << 5
 // The bus works in 4 KiB pages (edge::Bus).
 constexpr std::uint64_t kBusPage = 4096;
 
-// All of the file at `path` through `seam`, or -errno.
-std::expected<std::string, int> read_all(os::Seam& seam, const char* path) {
-  const int fd = seam.open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::unexpected(fd);
-  std::string text;
-  char chunk[16384];
-  for (;;) {
-    const ssize_t n = seam.read(fd, chunk, sizeof chunk);
-    if (n < 0) {
-      seam.close(fd);
-      return std::unexpected(int(n));
-    }
-    if (n == 0) break;
-    text.append(chunk, std::size_t(n));
-  }
-  seam.close(fd);
-  return text;
-}
-
 // The bytes /proc/self/smaps says are locked in the mapping that starts at `address`, or
 // nullopt where no mapping starts there.
 std::optional<std::uint64_t> locked_bytes(std::string_view smaps, std::uintptr_t address) {
@@ -200,7 +181,7 @@ Result<edge::Bus> HostMemory::bus(std::uintptr_t address, std::size_t bytes, std
   const std::string device = fmt::format("/sys/bus/pci/devices/{}", fn);
   if (auto group = seam_.readlink((device + "/iommu_group").c_str())) {
     const std::string n = group->substr(group->rfind('/') + 1);
-    auto type = read_all(seam_, fmt::format("/sys/kernel/iommu_groups/{}/type", n).c_str());
+    auto type = os::read_text(seam_, fmt::format("/sys/kernel/iommu_groups/{}/type", n).c_str());
     const std::string kind = type ? type->substr(0, type->find_first_of("\n")) : std::string();
     if (!type)
       fails.push_back(fmt::format("{}'s IOMMU group {} has no type to read ({})", fn, n, os::describe(type.error())));
@@ -212,7 +193,7 @@ Result<edge::Bus> HostMemory::bus(std::uintptr_t address, std::size_t bytes, std
     fails.push_back(fmt::format("there is no PCI function {} ({} is absent)", fn, device));
   }
   // Locked pages.
-  if (auto smaps = read_all(seam_, "/proc/self/smaps")) {
+  if (auto smaps = os::read_text(seam_, "/proc/self/smaps")) {
     const auto locked = locked_bytes(*smaps, address);
     if (!locked || *locked < bytes)
       fails.push_back(fmt::format("its pages are not locked ({} of {} bytes locked; mlock them), so the kernel may "
