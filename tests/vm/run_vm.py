@@ -5,8 +5,8 @@
 
 It takes Debian's kernel package with `apt-get download` and `dpkg -x` into a cache outside
 the tree (never installing it on this machine), builds an initramfs of busybox, the kernel's
-vfio-pci modules and the programs with the shared libraries they load, and boots it with
-qemu-system-x86_64 under TCG (KVM on these machines cannot run an unmodified guest) on a q35
+vfio-pci modules and the programs (statically linked; a dynamic one with the shared libraries
+it loads), and boots it with qemu-system-x86_64 under TCG (KVM on these machines cannot run an unmodified guest) on a q35
 machine with `intel-iommu` (interrupt remapping, caching mode) and QEMU's `edu` device behind
 a PCIe root port, so that vfio-pci can reset it with a secondary bus reset. The guest binds
 edu to vfio-pci, runs each program (a doctest program) as root and prints its exit status on the serial console,
