@@ -641,7 +641,7 @@ TEST_CASE("stop with queued work returns promptly and never stores the dropped v
   std::this_thread::sleep_for(20ms);  // the dispatcher is backing off on `other`
   const auto start = std::chrono::steady_clock::now();
   h.driver->stop("closed");
-  CHECK(std::chrono::steady_clock::now() - start < 200ms);
+  CHECK(std::chrono::steady_clock::now() - start < 1s);  // never, without stop; a loaded machine's margin
   store(other, 1);
   std::this_thread::sleep_for(10ms);
   CHECK(h.shown() == 0);
@@ -661,7 +661,8 @@ TEST_CASE("stop during a long launch returns once the running groups end, and dr
   std::this_thread::sleep_for(30ms);
   const auto start = std::chrono::steady_clock::now();
   h.driver->stop("closed");
-  CHECK(std::chrono::steady_clock::now() - start < 200ms);
+  // Well before the launch's 2 s, with a loaded machine's margin: its running groups' 1 ms.
+  CHECK(std::chrono::steady_clock::now() - start < 1s);
   CHECK(h.shown() == 0);
   CHECK(std::count(ran.begin(), ran.end(), 1u) < 2000);
 }
