@@ -102,6 +102,7 @@ struct Served {
   std::map<std::uint64_t, std::vector<wire::Range>> downloads;  // by value
   std::map<std::uint64_t, std::array<std::uint64_t, 2>> times;   // timed values' start and end
   std::uint64_t sent = 0;  // the word as the last Reached gave it
+  std::condition_variable reported;  // sent moved
   std::atomic<bool> lost{false};
   std::atomic<bool> stopping{false};
   std::thread watcher;
@@ -845,6 +846,7 @@ class AgentImpl final : public Agent {
             s.worker->send(s.ep, s.reached_bytes);
           }
           s.sent = w;
+          s.reported.notify_all();
           return true;
         }
       }
@@ -853,16 +855,34 @@ class AgentImpl final : public Agent {
     s.worker->send(s.ep, s.reached_bytes);
     std::lock_guard g(s.mutex);
     s.sent = w;
+    s.reported.notify_all();
     return true;
+  }
+
+  // Whether the next report of s puts bytes back into the client's memory.
+  static bool puts_due(Served& s) {
+    const std::uint64_t w = __atomic_load_n(&s.word, __ATOMIC_ACQUIRE);
+    std::lock_guard g(s.mutex);
+    return w > s.sent && !s.downloads.empty() && s.downloads.begin()->first <= w;
   }
   bool report_now(Served& s) {
     std::lock_guard r(s.report_mutex);
     return report(s);
   }
 
-  // Sends Reached each time s's word moves, with what its work wrote to windows.
+  // Sends Reached each time s's word moves. A report that puts bytes back into the client's
+  // memory is the progress thread's, which the watcher wakes for it: one thread then
+  // progresses the worker through the transfer, where two would fight over UCX's spin lock
+  // (a fifth of the agent's time in a 256 MiB copy from the device, measured).
   void watch(Served& s) {
     while (!s.stopping.load()) {
+      if (puts_due(s)) {
+        std::unique_lock g(s.mutex);
+        const std::uint64_t sent = s.sent;
+        s.worker->wake();
+        s.reported.wait_for(g, kWatchSlice, [&] { return s.sent != sent || s.stopping.load(); });
+        continue;
+      }
       if (report_now(s)) continue;
       std::uint64_t from;
       {
