@@ -94,6 +94,7 @@ struct Served {
   std::map<std::uint64_t, Held> regions;          // by id
   std::map<std::uint64_t, std::uint64_t> by_address;  // device memory: address → id
   std::map<std::uint64_t, edge::ImageId> images;  // by id
+  std::map<std::uint64_t, Held> code;              // the device memory an image's code was placed in, by image
   std::vector<EntryRecord> entries;               // a launch's entry is its index + 1
 
   // Shared with the watcher.
@@ -459,12 +460,60 @@ class AgentImpl final : public Agent {
       return reply(c, m.request, wire::kError, e.what());
     }
     if (!code) return reply(c, m.request, wire::kError, code.error());
-    auto* loaded = std::get_if<edge::Loaded>(&*code);
-    if (!loaded) return reply(c, m.request, wire::kError, "the device places its code in its memory, which a "
-                                                          "remote device does not do yet");
     const std::uint64_t id = s->next_id++;
-    s->images[id] = loaded->image;
+    if (auto* loaded = std::get_if<edge::Loaded>(&*code)) {
+      s->images[id] = loaded->image;
+      return reply(c, m.request, wire::kOk, {}, id);
+    }
+    std::string why;
+    try {
+      why = place(*s, id, std::get<edge::Place>(*code));
+    } catch (const std::exception& e) {
+      lose(c, *s, fmt::format("fault while placing an image's code: {}", e.what()));
+      return reply(c, m.request, wire::kError, e.what());
+    }
+    if (!why.empty()) return reply(c, m.request, wire::kError, why);
     reply(c, m.request, wire::kOk, {}, id);
+  }
+
+  // Places the code of image `id` in memory of s's device, as the driver's Place asks: the
+  // agent writes its bytes through its host's address of that memory (a GPU's memory that
+  // the host addresses). "" once done, else the reason (nothing is left held).
+  std::string place(Served& s, std::uint64_t id, const edge::Place& place) {
+    std::optional<edge::Region> r = s.driver->alloc(Memory::Device, place.bytes);
+    if (!r) return fmt::format("no memory for the image's {} bytes of code", place.bytes);
+    const edge::Location where = s.driver->locate(*r);
+    if (!where.host) {
+      s.driver->free(*r);
+      return "its driver places code in memory the agent's host does not address, which a remote device does not "
+             "do yet";
+    }
+    auto [image, bytes] = place.place(*r);
+    if (bytes.size() > place.bytes) {
+      s.driver->unload(image);
+      s.driver->free(*r);
+      return fmt::format("its driver placed {} bytes of code in {}", bytes.size(), place.bytes);
+    }
+    void* at = reinterpret_cast<void*>(*where.host);
+    std::memcpy(at, bytes.data(), bytes.size());
+    rig_code_sync(at, bytes.size());
+    s.images[id] = image;
+    s.code[id] = Held{*r, where.address.value_or(0), where.handle, place.bytes};
+    held_ += place.bytes;
+    return "";
+  }
+
+  // Unloads image `id` of s and frees the memory its code was placed in.
+  void unload(Served& s, std::uint64_t id) {
+    auto it = s.images.find(id);
+    if (it == s.images.end()) return;
+    s.driver->unload(it->second);
+    s.images.erase(it);
+    if (auto placed = s.code.find(id); placed != s.code.end()) {
+      s.driver->free(placed->second.region);
+      held_ -= placed->second.bytes;
+      s.code.erase(placed);
+    }
   }
 
   void on(Client& c, const wire::Entry& m) {
@@ -757,10 +806,7 @@ class AgentImpl final : public Agent {
     });
     std::erase_if(s.unloads, [&](const auto& u) {
       if (u.first > sent && !all) return false;
-      if (auto it = s.images.find(u.second); it != s.images.end()) {
-        s.driver->unload(it->second);
-        s.images.erase(it);
-      }
+      unload(s, u.second);
       return true;
     });
   }
@@ -922,8 +968,7 @@ class AgentImpl final : public Agent {
     if (!s.stopped) stop(s, "its client let it go");
     settle(s);
     while (!s.regions.empty()) free_region(s, s.regions.begin()->first);
-    for (auto& [id, image] : s.images) s.driver->unload(image);
-    s.images.clear();
+    while (!s.images.empty()) unload(s, s.images.begin()->first);
     s.driver.reset();
   }
 
@@ -949,11 +994,11 @@ class AgentImpl final : public Agent {
 Result<std::unique_ptr<Agent>> Agent::start(ServeOptions options) {
   auto t = token(options.token);
   if (!t) return std::unexpected(t.error());
+  std::vector<std::string> can = known_devices();
+  for (const auto& o : options.openers) can.push_back(o.name);
   for (const auto& d : options.devices)
-    if (std::find(known_devices().begin(), known_devices().end(), d) == known_devices().end() &&
-        std::none_of(options.openers.begin(), options.openers.end(), [&](const auto& o) { return o.name == d; }))
-      return std::unexpected(fmt::format("rig serve: no device {} here; it serves {}", d,
-                                         fmt::join(known_devices(), ", ")));
+    if (std::find(can.begin(), can.end(), d) == can.end())
+      return std::unexpected(fmt::format("rig serve: no device {} here; it serves {}", d, fmt::join(can, ", ")));
   auto agent = std::make_unique<AgentImpl>(std::move(options), std::move(*t));
   auto begun = agent->begin();
   if (!begun) return std::unexpected(begun.error());
