@@ -494,7 +494,8 @@ void Worker::progress() {
       if (Turn t(*this, std::try_to_lock); t.owns())
         busy = turn() != 0 || (handlers_.idle && !muted_.load(std::memory_order_relaxed) && handlers_.idle());
       if (busy) break;
-      if (!spin.spin()) break;
+      // A poller progresses the worker itself: this thread sleeps until it is done.
+      if (pollers_.load(std::memory_order_relaxed) != 0 || !spin.spin()) break;
     }
     if (busy) continue;
     ucs_status_t st = ucp_worker_arm(worker_);

@@ -77,6 +77,21 @@ class Worker {
   bool poll();
   // Wakes the progress thread if it sleeps; it then calls the idle hook.
   void wake();
+  // While one is held, a thread polls the worker itself (poll()) while it spins for a reply:
+  // the progress thread then sleeps on the event fd rather than spinning beside it, which
+  // on a machine with more runnable threads than cores would take the poller's CPU. The
+  // last one to go wakes the progress thread.
+  class Polling {
+   public:
+    explicit Polling(Worker& w) : w_(w) { w_.pollers_.fetch_add(1, std::memory_order_seq_cst); }
+    ~Polling() {
+      if (w_.pollers_.fetch_sub(1, std::memory_order_seq_cst) == 1) w_.wake();
+    }
+    Polling(const Polling&) = delete;
+
+   private:
+    Worker& w_;
+  };
   // After it returns no handler runs again; the progress thread only progresses UCX.
   void mute();
   // The transports the endpoint's lanes use, as UCX prints them ("tcp/lo", "posix/memory"),
@@ -151,6 +166,7 @@ class Worker {
   std::vector<Event> handing_;  // being handed over (turn_)
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Buffer>> pool_;  // send buffers no send holds
+  std::atomic<int> pollers_{0};  // threads holding a Polling
   std::atomic<bool> muted_{false};
   std::atomic<bool> stopping_{false};
   std::thread thread_;
