@@ -1,6 +1,6 @@
 // A GPU served by an agent: `rig serve --devices AMD:0` under RIG_SIM=amd (the simulated
 // gfx1100) in a process of its own, and this process its client through AMD:0@127.0.0.1.
-// The kernels are tests/amd's, built from C by clang-19.
+// The kernels are tests/amd's, built from C by clang-19, and so is the launch's making.
 #include <doctest/doctest.h>
 
 #include <rig/remote.hpp>
@@ -8,16 +8,17 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../amd/support.hpp"  // gpu_kernels, launch_part
 #include "support.hpp"
 
 using namespace rig;
 using rig::remote::test::Tool;
+using rig::test::amd::gpu_kernels;
+using rig::test::amd::launch_part;
 
 namespace {
 
@@ -44,17 +45,6 @@ Device remote_gpu(const std::string& name) {
   return *d;
 }
 
-// The gfx1100 code object of tests/amd/kernels/amd_kernels.c.
-std::vector<std::byte> gpu_kernels() {
-  const std::string path = fmt::format("{}/amd_kernels_gfx1100.co", RIG_AMD_KERNEL_DIR);
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "missing ", path);
-  std::vector<char> c{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  std::vector<std::byte> out(c.size());
-  std::memcpy(out.data(), c.data(), c.size());
-  return out;
-}
-
 // A buffer of d holding `values`, copied there from host memory (the host does not address
 // a remote device's memory).
 template <class T>
@@ -72,15 +62,6 @@ std::vector<T> contents(const Buffer& b) {
   Buffer here = Buffer::create(host(), b.length());
   Buffer::copy(b, here);
   return here.read<T>([](std::span<const T> x) { return std::vector<T>(x.begin(), x.end()); });
-}
-
-// A submission of one launch of f whose parameter slots at `refs` are the run's buffers.
-Submission launch_part(const Device& d, const Function& f, std::uint32_t params, std::vector<std::uint32_t> refs,
-                       int reads, int writes) {
-  Submission::Launch launch{f, params, {}};
-  for (std::uint32_t i = 0; i < refs.size(); ++i) launch.refs.push_back({refs[i], Submission::Ref::What::Buffer, i, {}});
-  Submission::Part part{"", {}, launch};
-  return Submission::make(d, std::span(&part, 1), reads, writes);
 }
 
 }  // namespace
