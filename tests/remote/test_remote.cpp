@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fake_driver.hpp"
 #include "faulty.hpp"
 #include "host_driver.hpp"
 #include "support.hpp"
@@ -484,4 +485,44 @@ TEST_CASE("a profile shows a remote device's values with the agent's times, on t
     CHECK(r->start_ns >= last_end);
     last_end = r->end_ns;
   }
+}
+
+TEST_CASE("an agent places the code of a driver that places its images in device memory, and frees it with the image") {
+  fake::Options placing;
+  placing.place_images = true;
+  auto [fake_opener, control] = fake::opener("PLACING", placing);
+  auto served = remote::Agent::start({"127.0.0.1:0", {"PLACING"}, kToken, {fake_opener}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  auto d = open(remote::opener((*served)->address(), "PLACING", "PLACING@agent", kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  const std::string text = "fake-image\nfirst 16 64\n";
+  {
+    auto image = Image::load(*d, std::as_bytes(std::span(text)));
+    REQUIRE_MESSAGE(image.has_value(), image.error());
+    CHECK((*served)->held_bytes() == text.size());  // the code's memory, on the agent's device
+    auto f = image->resolve("first");
+    REQUIRE(f.has_value());
+    CHECK(!image->resolve("second").has_value());
+  }
+  CHECK(eventually([&] { return (*served)->held_bytes() == 0; }, 2000ms));
+}
+
+TEST_CASE("an agent refuses an image whose driver places code in memory the agent's host does not address") {
+  fake::Options placing;
+  placing.place_images = true;
+  placing.host_addresses = false;
+  auto [fake_opener, control] = fake::opener("VRAM", placing);
+  auto served = remote::Agent::start({"127.0.0.1:0", {"VRAM"}, kToken, {fake_opener}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  auto d = open(remote::opener((*served)->address(), "VRAM", "VRAM@agent", kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  const std::string text = "fake-image\nfirst 16 64\n";
+  auto image = Image::load(*d, std::as_bytes(std::span(text)));
+  REQUIRE(!image.has_value());
+  CHECK_MESSAGE(image.error().find("VRAM@agent: its driver places code in memory the agent's host does not address") !=
+                    std::string::npos,
+                image.error());
+  CHECK((*served)->held_bytes() == 0);  // nothing left held
+  // The device goes on.
+  CHECK(round_trips(*d, 'v'));
 }
