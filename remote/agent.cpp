@@ -106,6 +106,15 @@ struct Served {
   std::condition_variable reported;  // sent moved
   std::atomic<bool> lost{false};
   std::atomic<bool> stopping{false};
+  // A Stop the client asked for while work was in flight: answered once that work is done or
+  // kDrainLimit has passed, from the progress thread's idle rounds.
+  struct StopAsked {
+    std::uint64_t request = 0;
+    std::string why;
+    std::chrono::steady_clock::time_point until;
+  };
+  std::optional<StopAsked> stop_asked;  // the progress thread's
+  std::atomic<bool> draining{false};    // stop_asked is set: the watcher wakes the progress thread
   std::thread watcher;
 
   // Frees and unloads waiting for the values submitted before them: (value, region or image).
@@ -237,8 +246,21 @@ class AgentImpl final : public Agent {
         if (report(*s)) sent = true;
         r.unlock();
         if (!s->frees.empty() || !s->unloads.empty()) settle(*s);
+        if (s->stop_asked && (drained(*s) || std::chrono::steady_clock::now() >= s->stop_asked->until)) {
+          const auto asked = std::move(*s->stop_asked);
+          s->stop_asked.reset();
+          s->draining = false;
+          stop_now(*s, asked.why);
+          answer_stop(c, *s, asked.request);
+          sent = true;
+        }
       }
     return sent;
+  }
+
+  // Whether s has no submitted work left to wait for.
+  static bool drained(const Served& s) {
+    return s.stopped || s.lost || __atomic_load_n(&s.word, __ATOMIC_ACQUIRE) >= s.submitted;
   }
 
   template <class T>
@@ -558,7 +580,7 @@ class AgentImpl final : public Agent {
   void on(Client& c, const wire::Submit& m) {
     Served* s = device(c, m.device);
     if (!s) return;
-    if (s->lost || s->stopped) return;
+    if (s->lost || s->stopped || s->stop_asked) return;
     // Active messages arrive in any order (a large one by rendezvous after smaller ones
     // sent later): a value waits for those before it.
     if (m.value <= s->submitted || m.value > s->submitted + kAheadMost)
@@ -657,16 +679,28 @@ class AgentImpl final : public Agent {
     reply(c, m.request, wire::kOk);
   }
 
+  // A Stop whose device still has work in flight is answered once that work is done (at most
+  // kDrainLimit), from the idle rounds: meanwhile the progress thread serves the others.
   void on(Client& c, const wire::Stop& m) {
     Served* s = device(c, m.device);
-    if (!s) return;
-    if (!s->stopped) stop(*s, m.why);
+    if (!s || s->stop_asked) return;
+    if (!drained(*s)) {
+      s->stop_asked = Served::StopAsked{m.request, m.why, std::chrono::steady_clock::now() + kDrainLimit};
+      s->draining = true;
+      return;
+    }
+    if (!s->stopped) stop_now(*s, m.why);
+    answer_stop(c, *s, m.request);
+  }
+
+  // Tells the client how far s's word got by its stop.
+  void answer_stop(Client& c, Served& s, std::uint64_t request) {
     std::uint64_t sent;
     {
-      std::lock_guard g(s->mutex);
-      sent = s->sent;
+      std::lock_guard g(s.mutex);
+      sent = s.sent;
     }
-    reply(c, m.request, wire::kOk, {}, sent);
+    reply(c, request, wire::kOk, {}, sent);
   }
 
   // Finishes the RMA requests: UCX's reason for the first that failed, or nullopt.
@@ -844,6 +878,10 @@ class AgentImpl final : public Agent {
   // has ended (nothing runs beside stop), telling the client first how far its word got.
   void stop(Served& s, std::string_view why) {
     drain(s);
+    stop_now(s, why);
+  }
+  // Stops s's driver at once, once the watcher has ended.
+  void stop_now(Served& s, std::string_view why) {
     s.stopped = true;
     s.stopping = true;
     if (s.watcher.joinable()) s.watcher.join();
@@ -929,7 +967,10 @@ class AgentImpl final : public Agent {
         s.reported.wait_for(g, kWatchSlice, [&] { return s.sent != sent || s.stopping.load(); });
         continue;
       }
-      if (report_now(s)) continue;
+      if (report_now(s)) {
+        if (s.draining.load()) s.worker->wake();  // a Stop waits for this value
+        continue;
+      }
       std::uint64_t from;
       {
         std::lock_guard g(s.mutex);

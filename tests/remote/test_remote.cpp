@@ -219,17 +219,18 @@ TEST_CASE("copies with host memory travel by RMA: bytes match both ways, below a
 
 namespace {
 
-// A client of the shared agent that speaks the wire itself, as a malicious one would.
+// A client that speaks the wire itself, as a malicious one would: of the shared agent, or of
+// the agent at `address`.
 class RawClient {
  public:
-  RawClient()
+  explicit RawClient(std::string address = {})
       : worker_({[this](ucp_ep_h, std::span<const std::byte> m) {
                    auto decoded = remote::wire::decode(m);
                    std::lock_guard g(mutex_);
                    if (decoded) got_.push_back(std::move(*decoded));
                  },
                  [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}}) {
-    auto where = remote::ucx::parse_address(agent().address());
+    auto where = remote::ucx::parse_address(address.empty() ? agent().address() : address);
     REQUIRE(where.has_value());
     auto ep = worker_.connect(*where);
     REQUIRE(ep.has_value());
@@ -525,4 +526,42 @@ TEST_CASE("an agent refuses an image whose driver places code in memory the agen
   CHECK((*served)->held_bytes() == 0);  // nothing left held
   // The device goes on.
   CHECK(round_trips(*d, 'v'));
+}
+
+TEST_CASE("a Stop that waits for its device's work holds none of the agent's other clients") {
+  // A device whose work runs only when the test steps it: a Stop there waits for its value.
+  fake::Options stepped;
+  stepped.runs_when_asleep = false;
+  auto [fake_opener, control] = fake::opener("STEPPED", stepped);
+  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM", "STEPPED"}, kToken, {fake_opener}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  RawClient first((*served)->address());
+  first.send(remote::wire::Open{1, "STEPPED"});
+  auto o = first.next<remote::wire::Opened>();
+  REQUIRE_MESSAGE(o.ok, o.why);
+  std::uint64_t regions[2];
+  for (auto& r : regions) {
+    first.send(remote::wire::Alloc{2, o.device, std::uint32_t(Memory::Device), 4096});
+    auto reply = first.next<remote::wire::Reply>();
+    REQUIRE_MESSAGE(reply.status == remote::wire::kOk, reply.why);
+    r = reply.a;
+  }
+  first.send(remote::wire::Submit{o.device, 1, {copy_part(regions[0], regions[1], 4096)}, {}, {}});
+  REQUIRE(eventually([&] { return control->pending() == 1; }, 2000ms));
+  first.send(remote::wire::Stop{3, o.device, "its client stops it"});
+  // Another client's work goes on while the Stop waits.
+  auto d = open(remote::opener((*served)->address(), "MEM", "MEM@beside-a-stop", kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  const auto before = std::chrono::steady_clock::now();
+  CHECK(round_trips(*d, 's'));
+  CHECK(std::chrono::steady_clock::now() - before < 2s);  // the drain's limit is 10 s
+  CHECK(!control->stopped());
+  // The value runs: the Stop is answered, the word having reached it.
+  CHECK(control->step() == 1);
+  auto answer = first.next<remote::wire::Reply>();
+  CHECK(answer.request == 3);
+  CHECK(answer.a == 1);
+  CHECK(control->stopped());
+  CHECK(control->stop_reason() == "its client stops it");
+  CHECK(control->violations().empty());
 }
