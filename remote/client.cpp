@@ -335,8 +335,11 @@ class RemoteDevice final : public edge::Driver {
   // Spins briefly, progressing the connection itself so that the Reached that shows v needs
   // no hand-off from the progress thread, then sleeps until the progress thread wakes it.
   void sleep(std::uint64_t v, std::chrono::nanoseconds most) override {
-    host::Spin spin(kSpinNs / 2, kSpinNs);
-    while (shown() < v && !lost_flag_.load(std::memory_order_acquire) && spin.spin()) c_->poll();
+    {
+      ucx::Worker::Polling polling(c_->worker());
+      host::Spin spin(kSpinNs / 2, kSpinNs);
+      while (shown() < v && !lost_flag_.load(std::memory_order_acquire) && spin.spin()) c_->poll();
+    }
     std::unique_lock g(c_->mutex());
     c_->cv().wait_for(g, most, [&] { return shown() >= v || !lost_.empty(); });
     if (!lost_.empty()) throw edge::Fault(lost_);

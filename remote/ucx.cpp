@@ -37,6 +37,24 @@ constexpr const char* kKeepalive = "500ms";
 
 }  // namespace
 
+class Worker::Turn {
+ public:
+  // Takes w's turn; with std::try_to_lock, only if it is free (owns() says).
+  explicit Turn(Worker& w) : w_(w), lock_(w.turn_) { w_.holder_.store(std::this_thread::get_id()); }
+  Turn(Worker& w, std::try_to_lock_t) : w_(w), lock_(w.turn_, std::try_to_lock) {
+    if (lock_.owns_lock()) w_.holder_.store(std::this_thread::get_id());
+  }
+  ~Turn() {
+    if (lock_.owns_lock()) w_.holder_.store(std::thread::id());
+  }
+  Turn(const Turn&) = delete;
+  bool owns() const { return lock_.owns_lock(); }
+
+ private:
+  Worker& w_;
+  std::unique_lock<std::mutex> lock_;
+};
+
 struct Worker::Buffer {
   Worker* worker = nullptr;
   std::vector<std::byte> bytes;
@@ -237,7 +255,8 @@ void Worker::close(ucp_ep_h ep) {
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;
   ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
   if (UCS_PTR_IS_PTR(r)) {
-    while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+    while (ucp_request_check_status(r) == UCS_INPROGRESS)
+      if (!progress_once()) host::cpu_relax();
     ucp_request_free(r);
   }
   // Events its progress delivered wait in the inbox: the progress thread hands them over.
@@ -330,14 +349,27 @@ unsigned Worker::turn() {
 }
 
 bool Worker::poll() {
-  std::unique_lock t(turn_, std::try_to_lock);
-  if (!t.owns_lock()) return false;
+  Turn t(*this, std::try_to_lock);
+  if (!t.owns()) return false;
   turn();
   return true;
 }
 
+bool Worker::progress_once() {
+  if (holding_turn()) {
+    ucp_worker_progress(worker_);
+    return true;
+  }
+  Turn t(*this, std::try_to_lock);
+  if (!t.owns()) return false;
+  ucp_worker_progress(worker_);
+  return true;
+}
+
+void Worker::wake() { ucp_worker_signal(worker_); }
+
 void Worker::mute() {
-  std::lock_guard t(turn_);
+  Turn t(*this);
   muted_.store(true);
 }
 
@@ -410,7 +442,8 @@ ucs_status_ptr_t Worker::flush(ucp_ep_h ep) {
 ucs_status_t Worker::finish(ucs_status_ptr_t request) {
   if (!UCS_PTR_IS_PTR(request)) return UCS_PTR_STATUS(request);
   ucs_status_t st;
-  while ((st = ucp_request_check_status(request)) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+  while ((st = ucp_request_check_status(request)) == UCS_INPROGRESS)
+    if (!progress_once()) host::cpu_relax();
   ucp_request_free(request);
   // Events its progress delivered wait in the inbox: the progress thread hands them over.
   std::lock_guard g(inbox_mutex_);
@@ -458,10 +491,11 @@ void Worker::progress() {
     while (!stopping_.load(std::memory_order_relaxed)) {
       // A thread in poll() holds the turn while it waits for its reply: this one then only
       // spins, never sleeping on the lock (a futex hand-off costs tens of microseconds).
-      if (std::unique_lock t(turn_, std::try_to_lock); t.owns_lock())
+      if (Turn t(*this, std::try_to_lock); t.owns())
         busy = turn() != 0 || (handlers_.idle && !muted_.load(std::memory_order_relaxed) && handlers_.idle());
       if (busy) break;
-      if (!spin.spin()) break;
+      // A poller progresses the worker itself: this thread sleeps until it is done.
+      if (pollers_.load(std::memory_order_relaxed) != 0 || !spin.spin()) break;
     }
     if (busy) continue;
     ucs_status_t st = ucp_worker_arm(worker_);
@@ -474,7 +508,7 @@ void Worker::progress() {
     ::poll(&pfd, 1, kSleepMs);
     // A sleep's end, timed out or woken: the idle hook looks once more (the agent's frees
     // wait for the values it reports).
-    std::lock_guard t(turn_);
+    Turn t(*this);
     if (handlers_.idle && !muted_.load(std::memory_order_relaxed)) handlers_.idle();
   }
 }

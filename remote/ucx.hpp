@@ -75,6 +75,23 @@ class Worker {
   // thread holds the worker's turn; true if it did. A waiting thread calls it while it
   // spins, so that a reply needs no hand-off from the progress thread.
   bool poll();
+  // Wakes the progress thread if it sleeps; it then calls the idle hook.
+  void wake();
+  // While one is held, a thread polls the worker itself (poll()) while it spins for a reply:
+  // the progress thread then sleeps on the event fd rather than spinning beside it, which
+  // on a machine with more runnable threads than cores would take the poller's CPU. The
+  // last one to go wakes the progress thread.
+  class Polling {
+   public:
+    explicit Polling(Worker& w) : w_(w) { w_.pollers_.fetch_add(1, std::memory_order_seq_cst); }
+    ~Polling() {
+      if (w_.pollers_.fetch_sub(1, std::memory_order_seq_cst) == 1) w_.wake();
+    }
+    Polling(const Polling&) = delete;
+
+   private:
+    Worker& w_;
+  };
   // After it returns no handler runs again; the progress thread only progresses UCX.
   void mute();
   // The transports the endpoint's lanes use, as UCX prints them ("tcp/lo", "posix/memory"),
@@ -105,7 +122,11 @@ class Worker {
   // arrives after their bytes. Started, not finished.
   ucs_status_ptr_t flush(ucp_ep_h ep);
   // Progresses the worker on this thread until `request` is done, and frees it: UCS_OK or
-  // UCX's error. Not from inside UCX's callbacks (handlers may call it).
+  // UCX's error. Not from inside UCX's callbacks (handlers may call it). A thread that does
+  // not hold the worker's turn progresses only while it holds it, a round at a time, so that
+  // no two threads progress at once (they would fight over UCX's spin lock, which on a
+  // loaded machine costs more than the transfer) and the progress thread's rounds go on
+  // between its own.
   ucs_status_t finish(ucs_status_ptr_t request);
 
  private:
@@ -118,6 +139,13 @@ class Worker {
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   static void on_connection(ucp_conn_request_h request, void* arg);
   void progress();
+  // The worker's turn, held by scope; it records its holder, so that finish() and close()
+  // on that thread progress without taking it again.
+  class Turn;
+  bool holding_turn() const { return holder_.load(std::memory_order_relaxed) == std::this_thread::get_id(); }
+  // One round of ucp_worker_progress under the turn: this thread's if it holds it, else
+  // taken if free; false if another thread holds it (and progresses).
+  bool progress_once();
   // One turn: progress, then the handlers of what it delivered (turn_ held, the caller's).
   // The number of events.
   unsigned turn();
@@ -132,11 +160,13 @@ class Worker {
   ucp_listener_h listener_ = nullptr;
   int efd_ = -1;
   std::mutex turn_;             // who progresses and runs the handlers
+  std::atomic<std::thread::id> holder_{};  // the thread that holds turn_, if any
   std::mutex inbox_mutex_;
   std::vector<Event> inbox_;    // delivered by UCX's callbacks, not yet handed over
   std::vector<Event> handing_;  // being handed over (turn_)
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Buffer>> pool_;  // send buffers no send holds
+  std::atomic<int> pollers_{0};  // threads holding a Polling
   std::atomic<bool> muted_{false};
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   auto* serve_cmd = app.add_subcommand(
       "serve", "serve this machine's devices to rig clients over UCX; prints \"listening HOST:PORT\" once listening");
   serve_cmd->add_option("--listen", serve.listen, "HOST:PORT to listen on (default 127.0.0.1:0: loopback, any port)");
-  serve_cmd->add_option("--devices", serve.devices, "the devices to serve (default: CPU and MEM)")->delimiter(',');
+  serve_cmd->add_option("--devices", serve.devices, "the devices to serve (default: CPU and MEM), GPUs by their names (AMD:0)")->delimiter(',');
   serve_cmd->add_option("--token-file", serve.token_file,
                         "the file of the token clients must prove, readable by its owner only (default: RIG_TOKEN, "
                         "or the file RIG_TOKEN_FILE names)");

@@ -1,6 +1,8 @@
 // `rig serve`: an agent that serves this machine's devices to rig clients on other machines
 // over UCX (rig/remote.hpp, docs/remote.md). It prints the address it listens on as one line,
-// "listening HOST:PORT", for launchers to read, then serves until SIGINT or SIGTERM.
+// "listening HOST:PORT", for launchers to read, then serves until SIGINT or SIGTERM. Besides
+// CPU and MEM it can serve this machine's GPUs as `rig devices` lists them (`--devices
+// AMD:0`; with RIG_SIM=amd the simulated one).
 #include <rig/config.h>
 
 #include <fmt/format.h>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "machine.hpp"
 #include "tool.hpp"
 
 #if RIG_DRIVER_REMOTE
@@ -23,6 +26,7 @@ int serve(const ServeOptions& options) {
   remote::ServeOptions o;
   o.listen = options.listen;
   o.devices = options.devices;
+  for (auto& gpu : gpu_openers([](const std::string&) {})) o.openers.push_back(gpu.make());
   if (!options.token_file.empty()) {
     ::setenv("RIG_TOKEN_FILE", options.token_file.c_str(), 1);
     ::unsetenv("RIG_TOKEN");

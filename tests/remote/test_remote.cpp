@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fake_driver.hpp"
 #include "faulty.hpp"
 #include "host_driver.hpp"
 #include "support.hpp"
@@ -218,17 +219,18 @@ TEST_CASE("copies with host memory travel by RMA: bytes match both ways, below a
 
 namespace {
 
-// A client of the shared agent that speaks the wire itself, as a malicious one would.
+// A client that speaks the wire itself, as a malicious one would: of the shared agent, or of
+// the agent at `address`.
 class RawClient {
  public:
-  RawClient()
+  explicit RawClient(std::string address = {})
       : worker_({[this](ucp_ep_h, std::span<const std::byte> m) {
                    auto decoded = remote::wire::decode(m);
                    std::lock_guard g(mutex_);
                    if (decoded) got_.push_back(std::move(*decoded));
                  },
                  [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}}) {
-    auto where = remote::ucx::parse_address(agent().address());
+    auto where = remote::ucx::parse_address(address.empty() ? agent().address() : address);
     REQUIRE(where.has_value());
     auto ep = worker_.connect(*where);
     REQUIRE(ep.has_value());
@@ -484,4 +486,82 @@ TEST_CASE("a profile shows a remote device's values with the agent's times, on t
     CHECK(r->start_ns >= last_end);
     last_end = r->end_ns;
   }
+}
+
+TEST_CASE("an agent places the code of a driver that places its images in device memory, and frees it with the image") {
+  fake::Options placing;
+  placing.place_images = true;
+  auto [fake_opener, control] = fake::opener("PLACING", placing);
+  auto served = remote::Agent::start({"127.0.0.1:0", {"PLACING"}, kToken, {fake_opener}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  auto d = open(remote::opener((*served)->address(), "PLACING", "PLACING@agent", kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  const std::string text = "fake-image\nfirst 16 64\n";
+  {
+    auto image = Image::load(*d, std::as_bytes(std::span(text)));
+    REQUIRE_MESSAGE(image.has_value(), image.error());
+    CHECK((*served)->held_bytes() == text.size());  // the code's memory, on the agent's device
+    auto f = image->resolve("first");
+    REQUIRE(f.has_value());
+    CHECK(!image->resolve("second").has_value());
+  }
+  CHECK(eventually([&] { return (*served)->held_bytes() == 0; }, 2000ms));
+}
+
+TEST_CASE("an agent refuses an image whose driver places code in memory the agent's host does not address") {
+  fake::Options placing;
+  placing.place_images = true;
+  placing.host_addresses = false;
+  auto [fake_opener, control] = fake::opener("VRAM", placing);
+  auto served = remote::Agent::start({"127.0.0.1:0", {"VRAM"}, kToken, {fake_opener}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  auto d = open(remote::opener((*served)->address(), "VRAM", "VRAM@agent", kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  const std::string text = "fake-image\nfirst 16 64\n";
+  auto image = Image::load(*d, std::as_bytes(std::span(text)));
+  REQUIRE(!image.has_value());
+  CHECK_MESSAGE(image.error().find("VRAM@agent: its driver places code in memory the agent's host does not address") !=
+                    std::string::npos,
+                image.error());
+  CHECK((*served)->held_bytes() == 0);  // nothing left held
+  // The device goes on.
+  CHECK(round_trips(*d, 'v'));
+}
+
+TEST_CASE("a Stop that waits for its device's work holds none of the agent's other clients") {
+  // A device whose work runs only when the test steps it: a Stop there waits for its value.
+  fake::Options stepped;
+  stepped.runs_when_asleep = false;
+  auto [fake_opener, control] = fake::opener("STEPPED", stepped);
+  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM", "STEPPED"}, kToken, {fake_opener}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  RawClient first((*served)->address());
+  first.send(remote::wire::Open{1, "STEPPED"});
+  auto o = first.next<remote::wire::Opened>();
+  REQUIRE_MESSAGE(o.ok, o.why);
+  std::uint64_t regions[2];
+  for (auto& r : regions) {
+    first.send(remote::wire::Alloc{2, o.device, std::uint32_t(Memory::Device), 4096});
+    auto reply = first.next<remote::wire::Reply>();
+    REQUIRE_MESSAGE(reply.status == remote::wire::kOk, reply.why);
+    r = reply.a;
+  }
+  first.send(remote::wire::Submit{o.device, 1, {copy_part(regions[0], regions[1], 4096)}, {}, {}});
+  REQUIRE(eventually([&] { return control->pending() == 1; }, 2000ms));
+  first.send(remote::wire::Stop{3, o.device, "its client stops it"});
+  // Another client's work goes on while the Stop waits.
+  auto d = open(remote::opener((*served)->address(), "MEM", "MEM@beside-a-stop", kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  const auto before = std::chrono::steady_clock::now();
+  CHECK(round_trips(*d, 's'));
+  CHECK(std::chrono::steady_clock::now() - before < 2s);  // the drain's limit is 10 s
+  CHECK(!control->stopped());
+  // The value runs: the Stop is answered, the word having reached it.
+  CHECK(control->step() == 1);
+  auto answer = first.next<remote::wire::Reply>();
+  CHECK(answer.request == 3);
+  CHECK(answer.a == 1);
+  CHECK(control->stopped());
+  CHECK(control->stop_reason() == "its client stops it");
+  CHECK(control->violations().empty());
 }

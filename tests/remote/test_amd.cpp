@@ -1,0 +1,133 @@
+// A GPU served by an agent: `rig serve --devices AMD:0` under RIG_SIM=amd (the simulated
+// gfx1100) in a process of its own, and this process its client through AMD:0@127.0.0.1.
+// The kernels are tests/amd's, built from C by clang-19, and so is the launch's making.
+#include <doctest/doctest.h>
+
+#include <rig/remote.hpp>
+#include <rig/rig.hpp>
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../amd/support.hpp"  // gpu_kernels, launch_part
+#include "support.hpp"
+
+using namespace rig;
+using rig::remote::test::Tool;
+using rig::test::amd::gpu_kernels;
+using rig::test::amd::launch_part;
+
+namespace {
+
+constexpr const char* kToken = "amd-test-token";
+
+// The agent both tests share, started on first use; its address.
+const std::string& agent_address() {
+  static std::unique_ptr<Tool> agent;
+  static std::string address;
+  if (!agent) {
+    agent = std::make_unique<Tool>(std::vector<std::string>{"serve", "--devices", "AMD:0,CPU"},
+                                   std::vector<std::string>{fmt::format("RIG_TOKEN={}", kToken), "RIG_SIM=amd"});
+    const std::string listening = agent->line();
+    REQUIRE_MESSAGE(listening.starts_with("listening "), "rig serve printed: ", listening);
+    address = listening.substr(10);
+  }
+  return address;
+}
+
+// A new remote device AMD:0 of the agent, named `name` on this side.
+Device remote_gpu(const std::string& name) {
+  auto d = open(remote::opener(agent_address(), "AMD:0", name, kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  return *d;
+}
+
+// A buffer of d holding `values`, copied there from host memory (the host does not address
+// a remote device's memory).
+template <class T>
+Buffer filled(const Device& d, const std::vector<T>& values) {
+  Buffer here = Buffer::create(host(), values.size() * sizeof(T));
+  here.write<T>([&](std::span<T> x) { std::copy(values.begin(), values.end(), x.begin()); });
+  Buffer b = Buffer::create(d, values.size() * sizeof(T));
+  Buffer::copy(here, b);
+  return b;
+}
+
+// The values b holds, copied back to host memory.
+template <class T>
+std::vector<T> contents(const Buffer& b) {
+  Buffer here = Buffer::create(host(), b.length());
+  Buffer::copy(b, here);
+  return here.read<T>([](std::span<const T> x) { return std::vector<T>(x.begin(), x.end()); });
+}
+
+}  // namespace
+
+TEST_CASE("an agent's simulated AMD GPU loads an image once and runs its compiled kernel, the bytes checked") {
+  Device gpu = remote_gpu("AMD:0@served");
+  CHECK(gpu.arch() == "gfx1100");
+  auto image = Image::load(gpu, gpu_kernels());
+  REQUIRE_MESSAGE(image.has_value(), image.error());
+  auto add = image->resolve("vector_add");
+  REQUIRE(add.has_value());
+  CHECK(!image->resolve("no_such_kernel").has_value());
+  // vector_add(a, b, c, n): c[i] = a[i] + b[i] for i < n; the last group is partly idle.
+  const std::uint32_t n = 1000;
+  std::vector<float> a(n), b(n);
+  for (std::uint32_t i = 0; i < n; ++i) a[i] = float(i) * 0.5f, b[i] = 1000.0f - float(i) * 0.25f;
+  Buffer in_a = filled(gpu, a), in_b = filled(gpu, b);
+  auto s = launch_part(gpu, *add, 28, {0, 8, 16}, 2, 1);
+  auto block = s.block(0);
+  // Two launches of the one image, each into a buffer of its own, with its own n.
+  for (std::uint32_t count : {n, n / 2}) {
+    Buffer out = filled(gpu, std::vector<float>(n + 64, -1.0f));
+    Run run;
+    run.groups(block, (count + 63) / 64);
+    run.threads(block, 64);
+    run.set(block, 24, count);
+    Buffer reads[] = {in_a, in_b}, writes[] = {out};
+    submit(s, run, reads, writes).wait();
+    const auto c = contents<float>(out);
+    for (std::uint32_t i = 0; i < count; ++i) REQUIRE(c[i] == a[i] + b[i]);
+    CHECK(c[count] == -1.0f);  // past n: untouched
+    CHECK(c[n] == -1.0f);
+  }
+  gpu.close();
+}
+
+TEST_CASE("a faulting kernel on the agent's GPU loses the remote device with the agent's reason, and it opens again") {
+  {
+    Device gpu = remote_gpu("AMD:0@faulted");
+    auto image = Image::load(gpu, gpu_kernels());
+    REQUIRE_MESSAGE(image.has_value(), image.error());
+    auto store = image->resolve("store");
+    REQUIRE(store.has_value());
+    // store(p, value): *p = value, at an address nothing maps.
+    auto s = launch_part(gpu, *store, 12, {}, 0, 0);
+    Run run;
+    run.set(s.block(0), 0, std::uint64_t(0xdead0000));
+    run.set(s.block(0), 8, std::uint32_t(1));
+    try {
+      submit(s, run, {}, {}).wait();
+      FAIL("the wait returned");
+    } catch (const Lost& e) {
+      const std::string why = e.what();
+      CHECK_MESSAGE(why.starts_with("AMD:0@faulted lost: "), why);
+      CHECK_MESSAGE(why.find("page fault at 0xdead0000") != std::string::npos, why);
+      CHECK_MESSAGE(why.find("in store (value 1 part 0)") != std::string::npos, why);
+    }
+    CHECK_THROWS_AS(Buffer::create(gpu, 4096), Lost);
+  }
+  // Opening the name again makes a new device on a GPU the agent opened again.
+  Device again = remote_gpu("AMD:0@faulted");
+  Buffer b = filled(again, std::vector<std::uint32_t>{1, 2, 3, 4});
+  CHECK(contents<std::uint32_t>(b) == std::vector<std::uint32_t>{1, 2, 3, 4});
+  // The agent's other devices went on.
+  auto cpu = open(remote::opener(agent_address(), "CPU", "CPU@beside", kToken));
+  REQUIRE_MESSAGE(cpu.has_value(), cpu.error());
+  Buffer on_cpu = filled(*cpu, std::vector<std::uint32_t>{5, 6});
+  CHECK(contents<std::uint32_t>(on_cpu) == std::vector<std::uint32_t>{5, 6});
+}
