@@ -359,6 +359,11 @@ class Device final : public edge::Driver {
   // A value that is one launch of a geometry built before, waiting for nothing: its
   // template, else null.
   inline const LaunchTemplate* lone_launch(const rig_part* parts, std::uint32_t count, std::uint32_t waits) const;
+  // What room found of a value, kept in its first part's scratch (rig_edge.h: room and submit
+  // may keep there what they derive from the parts) for the submit after it: the lone
+  // launch's template, or null for any other value.
+  static inline void note_lone(rig_part* parts, const LaunchTemplate* t);
+  static inline const LaunchTemplate* noted_lone(const rig_part* parts, std::uint32_t count, std::uint32_t waits);
   inline void submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v, bool timed);
   // Whether a lone launch of t fits the queues as last reclaimed.
   inline bool lone_fits(const LaunchTemplate& t) const;
@@ -385,9 +390,17 @@ class Device final : public edge::Driver {
   inline std::uint64_t take_kernargs(std::uint64_t bytes);
   // Places a launch's kernel arguments: returns their address.
   inline std::uint64_t place_kernargs(const LaunchTemplate& t, const rig_launch& l);
-  // Writes the per-launch user SGPRs of launches whose USER_DATA_0 value lies at ring
-  // position `user`.
-  inline void patch_user(const BuiltLaunch& b, std::uint64_t user, std::uint64_t kernargs, std::uint64_t v);
+  // Writes the per-launch user SGPRs' values through set(dword offset from USER_DATA_0's
+  // value, the 64 bits).
+  template <class Set>
+  static void patch_user(const BuiltLaunch& b, std::uint64_t kernargs, std::uint64_t v, Set&& set) {
+    const std::uint64_t packet = kernargs + b.kernargs.size() - 64;  // the dispatch packet ends them
+    if (b.packet_sgpr >= 0) set(b.packet_sgpr, packet);
+    if (b.kernarg_sgpr >= 0) set(b.kernarg_sgpr, kernargs);
+    if (b.id_sgpr >= 0) set(b.id_sgpr, v);
+  }
+  // Writes v into dwords at and at + 1 of `words`, low half first.
+  static void put64(std::uint32_t* words, std::uint32_t at, std::uint64_t v) { std::memcpy(words + at, &v, 8); }
   void place_words(Ring& ring, std::span<const std::uint32_t> words, bool sdma);
   inline void mark(std::uint64_t position, std::uint32_t queue, std::uint64_t v, std::uint32_t part, const char* what);
   inline void ring_doorbell(Ring& r);

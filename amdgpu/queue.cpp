@@ -4,6 +4,9 @@
 
 namespace rig::amd::driver {
 
+// Bytes in a cache line of the host's.
+constexpr std::uint64_t kLine = 64;
+
 bool Device::runs(const rig_part& p, std::uint32_t i, char* why) const {
   if (p.queue > 1) return rig_never(why, "part %u: queue %u, but the device has 2 queues", i, p.queue), false;
   switch (p.kind) {
@@ -183,33 +186,46 @@ const LaunchTemplate* Device::lone_launch(const rig_part* parts, std::uint32_t c
 }
 
 void Device::submit_lone(const LaunchTemplate& t, const rig_launch& l, std::uint64_t v, bool timed) {
-  const BuiltLaunch& b = t.built;
-  const BuiltLaunch::Lone& lone = b.lone[timed];
+  BuiltLaunch& b = t.built;
+  BuiltLaunch::Lone& lone = b.lone[timed];
   const std::uint64_t start = compute_.wptr;
   mark(start + lone.packets_at, 0, v, 0, t.name);
   time_value(v, timed);
   const std::uint64_t args = place_kernargs(t, l);
-  compute_.put(lone.words);
-  patch_user(b, start + lone.user_at, args, v);
+  // What differs from launch to launch is patched into the value's words, then they are
+  // copied into the ring whole.
+  std::uint32_t* const words = lone.words.data();
+  patch_user(b, args, v, [&](std::uint32_t at, std::uint64_t x) { put64(words, lone.user_at + at, x); });
   if (xccs_ > 1) {
     const std::uint64_t slot = slot_of(v);
     std::memcpy(slot_words(v) + kSlotTail + kPredDwords + pm4::kReleaseMemData, &v, 8);
-    compute_.set64(start + lone.barrier_at, ++barriers_ * xccs_);
-    compute_.set64(start + lone.ibs_at[2], slot + kSlotTail * 4);
+    put64(words, lone.barrier_at, ++barriers_ * xccs_);
+    put64(words, lone.ibs_at[2], slot + kSlotTail * 4);
     if (timed) {
       stamp_slot(v);
-      compute_.set64(start + lone.ibs_at[0], slot + kSlotStart * 4);
-      compute_.set64(start + lone.ibs_at[1], slot + kSlotEnd * 4);
+      put64(words, lone.ibs_at[0], slot + kSlotStart * 4);
+      put64(words, lone.ibs_at[1], slot + kSlotEnd * 4);
     }
   } else {
-    compute_.set64(start + lone.word_at, v);
+    put64(words, lone.word_at, v);
     if (timed) {
-      compute_.set64(start + lone.stamps_at[0], stamps_of(v));
-      compute_.set64(start + lone.stamps_at[1], stamps_of(v) + 8);
+      put64(words, lone.stamps_at[0], stamps_of(v));
+      put64(words, lone.stamps_at[1], stamps_of(v) + 8);
     }
   }
+  compute_.put(lone.words);
   flight(flight_head_++) = {v, compute_.wptr - compute_held_, copy_.wptr, kernarg_pos_};
   ring_doorbell(compute_);
+  // The lines the next such launch writes, fetched for writing now so that it does not wait
+  // for them: its words in the ring, its kernel arguments, its flight's record and its mark.
+  __builtin_prefetch(&flight(flight_head_), 1);
+  __builtin_prefetch(&marks_[marks_sequence_.load(std::memory_order_relaxed) / 2 % kMarks], 1);
+  const std::uint64_t n = lone.words.size();
+  for (std::uint64_t i = 0; i < n + kLine / 4; i += kLine / 4)
+    __builtin_prefetch(compute_.words + ((compute_.wptr + std::min(i, n - 1)) & (compute_.dwords - 1)), 1);
+  const std::uint64_t args_at = kernargs_.address + kernarg_offset(kernarg_pos_), bytes = b.kernargs.size();
+  for (std::uint64_t i = 0; i < bytes + kLine; i += kLine)
+    __builtin_prefetch(reinterpret_cast<const void*>(args_at + std::min(i, bytes - 1)), 1);
 }
 
 bool Device::lone_fits(const LaunchTemplate& t) const {
@@ -230,11 +246,35 @@ void Device::time_value(std::uint64_t v, bool timed) {
   if (timed) std::memset(reinterpret_cast<void*>(stamps_of(v)), 0, 16);
 }
 
+// The scratch's mark of a lone launch: a tag, then the template.
+constexpr std::uint64_t kLoneTag = 0x656e6f6c2d646d61;  // "amd-lone"
+
+void Device::note_lone(rig_part* parts, const LaunchTemplate* t) {
+  static_assert(RIG_SCRATCH >= 2 * sizeof(std::uint64_t));
+  const std::uint64_t mark[2] = {t ? kLoneTag : 0, reinterpret_cast<std::uint64_t>(t)};
+  std::memcpy(parts[0].scratch, mark, sizeof mark);
+}
+
+const LaunchTemplate* Device::noted_lone(const rig_part* parts, std::uint32_t count, std::uint32_t waits) {
+  if (count != 1 || waits) return nullptr;
+  std::uint64_t mark[2];
+  std::memcpy(mark, parts[0].scratch, sizeof mark);
+  // The part's own template, so that a mark left by an earlier room of other parts is no mark.
+  return mark[0] == kLoneTag && mark[1] == reinterpret_cast<std::uint64_t>(parts[0].work.launch.launch)
+             ? reinterpret_cast<const LaunchTemplate*>(mark[1])
+             : nullptr;
+}
+
 int Device::room(void* edge, rig_part* parts, std::uint32_t count, std::uint32_t waits, char* why) {
   auto& d = self(edge);
   if (d.stopped_) return rig_never(why, "the device is stopped");
+  const auto* t = d.lone_launch(parts, count, waits);
+  if (count) note_lone(parts, t);
+  // What the word shows is read only when the queues seem full: on a GPU it is memory the
+  // GPU writes, and most values fit in what the last reading freed.
+  if (t && d.lone_fits(*t)) return RIG_FITS;
   d.reclaim();
-  if (const auto* t = d.lone_launch(parts, count, waits); t && d.lone_fits(*t)) return RIG_FITS;
+  if (t && d.lone_fits(*t)) return RIG_FITS;
   return d.room_for(parts, count, waits, why);
 }
 
@@ -301,7 +341,7 @@ void Device::launch(pm4::Pm4& pc, const rig_launch& l, std::uint64_t v) {
   const std::uint64_t args = place_kernargs(t, l);
   const std::uint64_t start = pc.position();
   pc.packets(b.packets);  // into the compute ring, whose positions pc's are
-  patch_user(b, start + b.user_at, args, v);
+  patch_user(b, args, v, [&](std::uint32_t at, std::uint64_t x) { compute_.set64(start + b.user_at + at, x); });
 }
 
 std::uint64_t Device::take_kernargs(std::uint64_t bytes) {
@@ -325,13 +365,6 @@ std::uint64_t Device::place_kernargs(const LaunchTemplate& t, const rig_launch& 
   return at;
 }
 
-void Device::patch_user(const BuiltLaunch& b, std::uint64_t user, std::uint64_t kernargs, std::uint64_t v) {
-  const std::uint64_t packet = kernargs + b.kernargs.size() - 64;  // the dispatch packet ends them
-  if (b.packet_sgpr >= 0) compute_.set64(user + b.packet_sgpr, packet);
-  if (b.kernarg_sgpr >= 0) compute_.set64(user + b.kernarg_sgpr, kernargs);
-  if (b.id_sgpr >= 0) compute_.set64(user + b.id_sgpr, v);
-}
-
 int Device::failed(const char** failure, std::string why) {
   std::lock_guard g(fault_mutex_);
   *failure = messages_.emplace_back(std::move(why)).c_str();
@@ -343,8 +376,11 @@ void Device::ring_doorbell(Ring& r) {
   std::atomic_thread_fence(std::memory_order_release);  // packets before the pointer
   __atomic_store_n(r.wptr_memory, pointer, __ATOMIC_RELEASE);
   __atomic_store_n(r.doorbell, pointer, __ATOMIC_RELEASE);
-  for (std::uint32_t i = 0; i < r.others; ++i)  // the other XCCs' queues over the ring
-    __atomic_store_n(r.other_doorbells[i], pointer, __ATOMIC_RELEASE);
+  // The other XCCs' queues over the ring; the count and the doorbells' addresses read once,
+  // since the stores through them could otherwise be taken to change them.
+  volatile std::uint64_t* const* other = r.other_doorbells.data();
+  for (volatile std::uint64_t* const* end = other + r.others; other != end; ++other)
+    __atomic_store_n(*other, pointer, __ATOMIC_RELEASE);
 }
 
 int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_wait* waits,
@@ -352,7 +388,7 @@ int Device::submit(void* edge, rig_part* parts, std::uint32_t count, const rig_w
   auto& d = self(edge);
   d.submitted_ = v;  // "the last value rig gave the driver's submit", even if it fails
   if (!d.faulted_.load() && !d.stopped_) {
-    if (const auto* t = d.lone_launch(parts, count, wait_count)) {
+    if (const auto* t = noted_lone(parts, count, wait_count)) {  // room found it a lone launch
       d.submit_lone(*t, parts[0].work.launch, v, times != nullptr);
       return RIG_COMMITTED;
     }

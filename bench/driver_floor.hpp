@@ -200,7 +200,8 @@ class SecondDriver {
   }
   // room + submit of the next value, as rig calls them; throws with the driver's reason.
   void submit() {
-    char why[RIG_WHY] = "";
+    char why[RIG_WHY];  // as rig leaves it: the driver writes a reason only where it gives one
+    why[0] = 0;
     if (int room = table_->room(edge_, &part_, 1, 0, why); room != RIG_FITS)
       throw std::runtime_error(fmt::format("{}'s room answered {} for one launch{}{}", name_, room, *why ? ": " : "",
                                            why));
