@@ -13,61 +13,23 @@
 #include <vector>
 
 #include "../amd/support.hpp"  // gpu_kernels, launch_part
-#include "support.hpp"
+#include "served.hpp"
 
 using namespace rig;
-using rig::remote::test::Tool;
+using rig::remote::test::contents;
+using rig::remote::test::filled;
+using rig::remote::test::ServedAgent;
 using rig::test::amd::gpu_kernels;
 using rig::test::amd::launch_part;
 
 namespace {
 
-constexpr const char* kToken = "amd-test-token";
-
-// The agent both tests share, started on first use; its address.
-const std::string& agent_address() {
-  static std::unique_ptr<Tool> agent;
-  static std::string address;
-  if (!agent) {
-    agent = std::make_unique<Tool>(std::vector<std::string>{"serve", "--devices", "AMD:0,CPU"},
-                                   std::vector<std::string>{fmt::format("RIG_TOKEN={}", kToken), "RIG_SIM=amd"});
-    const std::string listening = agent->line();
-    REQUIRE_MESSAGE(listening.starts_with("listening "), "rig serve printed: ", listening);
-    address = listening.substr(10);
-  }
-  return address;
-}
-
-// A new remote device AMD:0 of the agent, named `name` on this side.
-Device remote_gpu(const std::string& name) {
-  auto d = open(remote::opener(agent_address(), "AMD:0", name, kToken));
-  REQUIRE_MESSAGE(d.has_value(), d.error());
-  return *d;
-}
-
-// A buffer of d holding `values`, copied there from host memory (the host does not address
-// a remote device's memory).
-template <class T>
-Buffer filled(const Device& d, const std::vector<T>& values) {
-  Buffer here = Buffer::create(host(), values.size() * sizeof(T));
-  here.write<T>([&](std::span<T> x) { std::copy(values.begin(), values.end(), x.begin()); });
-  Buffer b = Buffer::create(d, values.size() * sizeof(T));
-  Buffer::copy(here, b);
-  return b;
-}
-
-// The values b holds, copied back to host memory.
-template <class T>
-std::vector<T> contents(const Buffer& b) {
-  Buffer here = Buffer::create(host(), b.length());
-  Buffer::copy(b, here);
-  return here.read<T>([](std::span<const T> x) { return std::vector<T>(x.begin(), x.end()); });
-}
+ServedAgent agent("AMD:0,CPU", "amd", "amd-test-token");
 
 }  // namespace
 
 TEST_CASE("an agent's simulated AMD GPU loads an image once and runs its compiled kernel, the bytes checked") {
-  Device gpu = remote_gpu("AMD:0@served");
+  Device gpu = agent.open("AMD:0", "AMD:0@served");
   CHECK(gpu.arch() == "gfx1100");
   auto image = Image::load(gpu, gpu_kernels());
   REQUIRE_MESSAGE(image.has_value(), image.error());
@@ -100,7 +62,7 @@ TEST_CASE("an agent's simulated AMD GPU loads an image once and runs its compile
 
 TEST_CASE("a faulting kernel on the agent's GPU loses the remote device with the agent's reason, and it opens again") {
   {
-    Device gpu = remote_gpu("AMD:0@faulted");
+    Device gpu = agent.open("AMD:0", "AMD:0@faulted");
     auto image = Image::load(gpu, gpu_kernels());
     REQUIRE_MESSAGE(image.has_value(), image.error());
     auto store = image->resolve("store");
@@ -122,12 +84,11 @@ TEST_CASE("a faulting kernel on the agent's GPU loses the remote device with the
     CHECK_THROWS_AS(Buffer::create(gpu, 4096), Lost);
   }
   // Opening the name again makes a new device on a GPU the agent opened again.
-  Device again = remote_gpu("AMD:0@faulted");
+  Device again = agent.open("AMD:0", "AMD:0@faulted");
   Buffer b = filled(again, std::vector<std::uint32_t>{1, 2, 3, 4});
   CHECK(contents<std::uint32_t>(b) == std::vector<std::uint32_t>{1, 2, 3, 4});
   // The agent's other devices went on.
-  auto cpu = open(remote::opener(agent_address(), "CPU", "CPU@beside", kToken));
-  REQUIRE_MESSAGE(cpu.has_value(), cpu.error());
-  Buffer on_cpu = filled(*cpu, std::vector<std::uint32_t>{5, 6});
+  Device cpu = agent.open("CPU", "CPU@beside");
+  Buffer on_cpu = filled(cpu, std::vector<std::uint32_t>{5, 6});
   CHECK(contents<std::uint32_t>(on_cpu) == std::vector<std::uint32_t>{5, 6});
 }

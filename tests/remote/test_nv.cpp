@@ -17,35 +17,16 @@
 #include <string>
 #include <vector>
 
-#include "support.hpp"
+#include "served.hpp"
 
 using namespace rig;
-using rig::remote::test::Tool;
+using rig::remote::test::contents;
+using rig::remote::test::filled;
+using rig::remote::test::ServedAgent;
 
 namespace {
 
-constexpr const char* kToken = "nv-test-token";
-
-// The agent both tests share, started on first use; its address.
-const std::string& agent_address() {
-  static std::unique_ptr<Tool> agent;
-  static std::string address;
-  if (!agent) {
-    agent = std::make_unique<Tool>(std::vector<std::string>{"serve", "--devices", "NV:0,CPU"},
-                                   std::vector<std::string>{fmt::format("RIG_TOKEN={}", kToken), "RIG_SIM=nv"});
-    const std::string listening = agent->line();
-    REQUIRE_MESSAGE(listening.starts_with("listening "), "rig serve printed: ", listening);
-    address = listening.substr(10);
-  }
-  return address;
-}
-
-// A new remote device NV:0 of the agent, named `name` on this side.
-Device remote_gpu(const std::string& name) {
-  auto d = open(remote::opener(agent_address(), "NV:0", name, kToken));
-  REQUIRE_MESSAGE(d.has_value(), d.error());
-  return *d;
-}
+ServedAgent agent("NV:0,CPU", "nv", "nv-test-token");
 
 // The committed sm_90 fatbin of tests/cuda/kernels.cu.
 std::vector<std::byte> fatbin() {
@@ -57,25 +38,10 @@ std::vector<std::byte> fatbin() {
   return out;
 }
 
-// A buffer of d holding `values`, copied there from host memory.
-Buffer filled(const Device& d, const std::vector<std::uint32_t>& values) {
-  Buffer here = Buffer::create(host(), values.size() * 4);
-  here.write<std::uint32_t>([&](std::span<std::uint32_t> x) { std::copy(values.begin(), values.end(), x.begin()); });
-  Buffer b = Buffer::create(d, values.size() * 4);
-  Buffer::copy(here, b);
-  return b;
-}
-
-std::vector<std::uint32_t> contents(const Buffer& b) {
-  Buffer here = Buffer::create(host(), b.length());
-  Buffer::copy(b, here);
-  return here.read<std::uint32_t>([](std::span<const std::uint32_t> x) { return std::vector<std::uint32_t>(x.begin(), x.end()); });
-}
-
 }  // namespace
 
 TEST_CASE("an agent's simulated Hopper loads a fatbin once and runs its nvcc-built kernel, the bytes checked") {
-  Device gpu = remote_gpu("NV:0@served");
+  Device gpu = agent.open("NV:0", "NV:0@served");
   CHECK(gpu.arch() == "sm_90");
   auto image = Image::load(gpu, fatbin());
   REQUIRE_MESSAGE(image.has_value(), image.error());
@@ -102,7 +68,7 @@ TEST_CASE("an agent's simulated Hopper loads a fatbin once and runs its nvcc-bui
     Buffer writes[] = {data};
     submit(s, run, {}, writes).wait();
     for (std::uint32_t i = 0; i < count; ++i) want[i] += addend;
-    const auto got = contents(data);
+    const auto got = contents<std::uint32_t>(data);
     for (std::uint32_t i = 0; i < got.size(); ++i) REQUIRE_MESSAGE(got[i] == want[i], "element ", i);
   }
   gpu.close();
@@ -110,7 +76,7 @@ TEST_CASE("an agent's simulated Hopper loads a fatbin once and runs its nvcc-bui
 
 TEST_CASE("a faulting kernel on the agent's Hopper loses the remote device with the agent's reason, and it opens again") {
   {
-    Device gpu = remote_gpu("NV:0@faulted");
+    Device gpu = agent.open("NV:0", "NV:0@faulted");
     auto image = Image::load(gpu, fatbin());
     REQUIRE_MESSAGE(image.has_value(), image.error());
     auto fault = image->resolve("fault");  // stores to address 0x10, which no range maps
@@ -131,11 +97,10 @@ TEST_CASE("a faulting kernel on the agent's Hopper loses the remote device with 
     }
     CHECK_THROWS_AS(Buffer::create(gpu, 4096), Lost);
   }
-  Device again = remote_gpu("NV:0@faulted");
-  Buffer b = filled(again, {1, 2, 3, 4});
-  CHECK(contents(b) == std::vector<std::uint32_t>{1, 2, 3, 4});
-  auto cpu = open(remote::opener(agent_address(), "CPU", "CPU@beside", kToken));
-  REQUIRE_MESSAGE(cpu.has_value(), cpu.error());
-  Buffer on_cpu = filled(*cpu, {5, 6});
-  CHECK(contents(on_cpu) == std::vector<std::uint32_t>{5, 6});
+  Device again = agent.open("NV:0", "NV:0@faulted");
+  Buffer b = filled(again, std::vector<std::uint32_t>{1, 2, 3, 4});
+  CHECK(contents<std::uint32_t>(b) == std::vector<std::uint32_t>{1, 2, 3, 4});
+  Device cpu = agent.open("CPU", "CPU@beside");
+  Buffer on_cpu = filled(cpu, std::vector<std::uint32_t>{5, 6});
+  CHECK(contents<std::uint32_t>(on_cpu) == std::vector<std::uint32_t>{5, 6});
 }
