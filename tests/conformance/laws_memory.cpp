@@ -388,7 +388,7 @@ void memory_returns_once_its_stamps_allow(Context& c) {
       p = go(copy_submission(d, a, b));
     }
     d.free_cache();
-    // Counted before the question: were the work done after it, the count is of earlier.
+    // Counted first: a copy not reached after the count was not reached during it.
     const std::size_t held = o.live_bytes();
     if (!p.reached())
       require(held > base, "the memory of work not yet done returned to the driver before the work ran");
