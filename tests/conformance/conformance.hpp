@@ -81,9 +81,10 @@ struct Target {
   // Bytes a second its copy engine moves at most, where that is so slow that the laws' own
   // sizes would outlast their time limits (QEMU's edu: one 4 KiB transfer per 100 ms of the
   // VM's clock). The laws that move many bytes then move fewer, and wait for them as long as
-  // their bytes need at this rate (copy_size, copy_limit; the busy close puts about two
-  // seconds of copies in flight). nullopt: the laws' sizes and limits as they are, which
-  // every device but such a one meets.
+  // their bytes need at this rate (copy_size, copy_limit): the order laws, copies across
+  // memory kinds, reader and writer, both memory returns, the staging loss, the two-thread
+  // model and the busy close (docs/conformance.md, "Slow copy engines"). nullopt: the laws'
+  // sizes and limits as they are, which every device but such a one meets.
   std::optional<double> copy_bytes_per_second;
 };
 

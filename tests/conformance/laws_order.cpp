@@ -199,8 +199,11 @@ void the_word_never_moves_backwards(Context& c) {
   Opened o = c.device();
   Device d = o.device;
   need_copy_engine(d);
-  const int ops = std::max(40, int(300 * scale()));
   const std::size_t n = 4096;
+  // Operations a thread: 40 at least, or on a target whose copies are slow what it copies in
+  // about ten seconds (most operations move a buffer, on either thread), 16 at least.
+  int ops = std::max(40, int(300 * scale()));
+  if (const auto rate = c.target.copy_bytes_per_second) ops = std::min(ops, std::max(16, int(*rate * 10 / (2.0 * n))));
   std::atomic<bool> done{false};
   std::mutex found_mutex;
   std::vector<std::string> found;

@@ -27,9 +27,12 @@ namespace rig::edu {
 namespace {
 
 constexpr std::size_t page = 4096;
-// Where in edu's buffer a value for the timeline word waits between its two transfers: past
-// the bytes the copies use (edu.hpp: largest_transfer).
+// Where in edu's buffer values for the timeline word wait between their transfers: past the
+// bytes the copies use (edu.hpp: largest_transfer). The slot holds `slot_values` consecutive
+// values, put there by one transfer: its 64 bytes less the last 8, since a transfer may not
+// reach the buffer's last byte (edu.hpp).
 constexpr std::uint64_t word_slot = buffer_address + largest_transfer;
+constexpr std::uint64_t slot_values = (buffer_bytes - largest_transfer) / 8 - 1;
 // The longest a transfer may take before the device counts as lost (edu waits about 100 ms of
 // the VM's clock before each transfer).
 constexpr int transfer_timeout_ms = 1000;
@@ -69,6 +72,8 @@ class Edu {
   void with_engine(const std::function<void(vfio::Device&, const vfio::Mmio&)>& f) {
     std::lock_guard g(engine_);
     f(*device_, *bar_);
+    staged_fill_ = -1;  // f may have written edu's buffer
+    slot_count_ = 0;
   }
   ~Edu() {
     if (staging_.host) {
@@ -121,12 +126,21 @@ class Edu {
     }
     return transfer(buffer_address, dst, bytes, dma_to_ram);
   }
-  // Has the device write `v` into the 8 bytes at IOVA `word`.
+  // Has the device write `v` into the 8 bytes at IOVA `word`: from the slot, where v and the
+  // values after it go by one transfer when the slot does not hold v, so that a run of values
+  // costs about one transfer each.
   const char* store(std::uint64_t word, std::uint64_t v) {
     std::lock_guard g(engine_);
-    std::memcpy(static_cast<std::byte*>(staging_.host) + largest_transfer, &v, sizeof v);
-    if (const char* why = transfer(staging_.iova + largest_transfer, word_slot, sizeof v, 0)) return why;
-    return transfer(word_slot, word, sizeof v, dma_to_ram);
+    if (v < slot_first_ || v - slot_first_ >= slot_count_) {
+      std::uint64_t values[slot_values];
+      for (std::uint64_t i = 0; i < slot_values; ++i) values[i] = v + i;
+      std::memcpy(static_cast<std::byte*>(staging_.host) + largest_transfer, values, sizeof values);
+      slot_count_ = 0;
+      if (const char* why = transfer(staging_.iova + largest_transfer, word_slot, sizeof values, 0)) return why;
+      slot_first_ = v;
+      slot_count_ = slot_values;
+    }
+    return transfer(word_slot + (v - slot_first_) * sizeof v, word, sizeof v, dma_to_ram);
   }
 
  private:
@@ -174,8 +188,9 @@ class Edu {
   std::unique_ptr<vfio::Device> device_;
   std::optional<vfio::Mmio> bar_;
   std::mutex engine_;
-  Pages staging_;       // the fill bytes (largest_transfer of them), then a value for a word
+  Pages staging_;       // the fill bytes (largest_transfer of them), then values for the word
   int staged_fill_ = -1;  // the byte edu's buffer holds after a fill, -1 when it holds other bytes
+  std::uint64_t slot_first_ = 0, slot_count_ = 0;  // the slot holds values slot_first_ on, slot_count_ of them
   char failure_[256] = {};
 };
 

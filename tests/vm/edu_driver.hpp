@@ -6,7 +6,8 @@
 // runs Copy parts (copies and byte fills) through edu's DMA engine: every byte a copy moves
 // goes RAM -> edu's buffer -> RAM, at most edu::largest_transfer bytes a transfer. After a
 // value's copies the device itself writes the value into the timeline word by DMA (the value
-// goes RAM -> edu -> the word's IOVA), asking for an interrupt; the interrupt (MSI, through an
+// goes RAM -> edu -> the word's IOVA; the first leg carries seven consecutive values at once,
+// so that a run of values costs one transfer each), asking for an interrupt; the interrupt (MSI, through an
 // eventfd) wakes the queue's thread, which wakes the threads sleeping in Driver::sleep. edu
 // has one DMA engine: the driver's thread programs it transfer by transfer, as a GPU's
 // command processor would walk a ring. The queue holds `ring_transfers` transfers; room

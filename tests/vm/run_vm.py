@@ -314,7 +314,7 @@ def main():
     parser.add_argument("--cache", default=default_cache())
     parser.add_argument("--timeout", type=float, default=150)
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="set in the guest for the programs (RIG_EDU_LAWS=all)")
+                        help="set in the guest for the programs (RIG_CONFORMANCE_SCALE=0.2)")
     parser.add_argument("programs", nargs="+")
     args = parser.parse_args()
 
