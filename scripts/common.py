@@ -16,8 +16,9 @@ PACKAGES = [
     "libpci-dev", "pci.ids", "libdrm-dev",
     # Floors of the benchmarks: OpenCL on PoCL; fio for the disk device.
     "pocl-opencl-icd", "ocl-icd-opencl-dev", "opencl-headers", "fio",
-    # AMD: the code-object reader (LLVM), test kernels (clang, lld), and real code objects.
-    "llvm-19-dev", "clang-19", "lld-19", "librocsparse0",
+    # AMD: the code-object reader (LLVM), test kernels (clang, lld), and real code objects
+    # (librocrand1's for the CDNA interpreter's coverage).
+    "llvm-19-dev", "clang-19", "lld-19", "librocsparse0", "librocrand1",
     # Building against the installed rig (examples/), and its Debian packages.
     "cmake", "make", "build-essential", "dpkg-dev", "debhelper", "lintian",
     # Remote devices over UCX (remote/, `rig serve`), and the floors of their benches (ucx_perftest).

@@ -9,9 +9,10 @@ gfx9_mnemonics program (built from gfx9_decode.cpp's `mnemonic`), which names it
 does or refuses it. Per processor the tool prints the distinct mnemonics, how many of them the
 interpreter decodes, the same for instruction counts, and the mnemonics it refuses, most
 frequent first. With --require P it fails (exit status 1) when, for some processor, the
-interpreter decodes less than P percent of the instructions.
+interpreter decodes less than P percent of the instructions. With --skip-missing a FILE that
+does not exist makes it exit with status 77 (a skip to meson) instead of failing.
 
-usage: isa_coverage.py --mnemonics PATH [--objdump PROGRAM] [--top N] [--require P] FILE...
+usage: isa_coverage.py --mnemonics PATH [--objdump PROGRAM] [--top N] [--require P] [--skip-missing] FILE...
 """
 import argparse
 import collections
@@ -28,6 +29,7 @@ EM_AMDGPU = 224
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 # llvm-objdump pads the code with these after s_endpgm; they are never run.
 PADDING = {"s_code_end"}
+SKIPPED = 77  # the exit status meson counts as a skip
 
 
 def elf_sections(data):
@@ -116,8 +118,13 @@ def main():
     parser.add_argument("--objdump", default="llvm-objdump-19")
     parser.add_argument("--top", type=int, default=25, help="how many refused mnemonics to list")
     parser.add_argument("--require", type=float, help="the least percentage of instructions decoded")
+    parser.add_argument("--skip-missing", action="store_true", help="exit 77 (a skip) when a FILE is absent")
     parser.add_argument("files", nargs="+")
     args = parser.parse_args()
+    missing = [path for path in args.files if not os.path.exists(path)]
+    if missing and args.skip_missing:
+        print("isa_coverage: skipped: no " + " ".join(missing))
+        sys.exit(SKIPPED)
 
     # Per processor: instructions per mnemonic, and the mnemonics the interpreter decodes.
     counts = collections.defaultdict(collections.Counter)

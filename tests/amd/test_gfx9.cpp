@@ -298,6 +298,202 @@ TEST_CASE("the interpreter computes what the ISA says on a program of scalar, ve
   }
 }
 
+// ---- The f16, mixed-precision and trigonometric program (tests/amd/kernels/gfx9_mix.s).
+
+namespace {
+
+constexpr std::uint32_t kMixBlocks = 12;
+constexpr std::uint64_t kMixIn = 0x400000;
+
+std::uint16_t half_bits(float x) { return std::bit_cast<std::uint16_t>(_Float16(x)); }
+float half_value(std::uint32_t bits) { return float(std::bit_cast<_Float16>(std::uint16_t(bits & 0xffff))); }
+bool half_nan(std::uint32_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff); }
+// The host's fused f16 result: the product and sum in binary128, exact for these operands,
+// then one rounding to f16 (libgcc's conversion, to nearest even).
+std::uint32_t host_fma_half(float a, float b, float c) {
+  return std::bit_cast<std::uint16_t>(_Float16(__float128(a) * __float128(b) + __float128(c)));
+}
+// Whether an f16 result matches the host's, NaN matching any NaN.
+bool same_half(std::uint32_t got, std::uint32_t want) {
+  return half_nan(want) ? half_nan(got) : (got & 0xffff) == (want & 0xffff);
+}
+// sin or cos of 2 pi x as the ISA defines it on [-256, 256] (0.0 and 1.0 outside, NaN for NaN),
+// from long double, and whether `got` is within one f32 step of it, give or take the reference's
+// own error: 2 pi x rounded to long double's 64 bits is off by up to 2^-53 for |x| <= 256, which
+// shows where the result is near zero.
+constexpr float kTurnError = 0x1p-52f;
+bool near_revolution(float got, float x, bool cosine) {
+  CAPTURE(x);
+  CAPTURE(got);
+  if (std::isnan(x)) return std::isnan(got);
+  if (std::fabs(x) > 256.0f) return got == (cosine ? 1.0f : 0.0f);
+  long double turn = 2 * 3.141592653589793238462643383279502884L * (long double)x;
+  float want = float(cosine ? std::cos(turn) : std::sin(turn));
+  float step = std::nextafter(std::fabs(want), 2.0f) - std::fabs(want);
+  return std::fabs(got - want) <= step + kTurnError;
+}
+
+struct MixProgram {
+  Ranges memory;
+  gfx9::Dispatch d;
+  std::vector<std::uint32_t> in;  // a, b, c, d of each lane
+  explicit MixProgram(gfx9::Target target) : in(4 * 64) {
+    std::string code = built("gfx9_mix.bin");
+    memory.ranges[kCodeAt].resize(code.size() + 64);
+    std::memcpy(memory.ranges[kCodeAt].data(), code.data(), code.size());
+    memory.ranges[kOutAt].assign(kMixBlocks * 256, std::byte{0});
+    d.target = target;
+    d.code = kCodeAt;
+    d.rsrc1 = 1 | 3 << 6;  // 16 VGPRs, 32 SGPRs
+    d.rsrc2 = 4 << 1;      // 4 user SGPRs
+    d.user_data[0] = std::uint32_t(kMixIn), d.user_data[2] = std::uint32_t(kOutAt);
+    d.threads[0] = 64;
+    auto f32 = [](float x) { return std::bit_cast<std::uint32_t>(x); };
+    auto pair = [](float lo, float hi) { return std::uint32_t(half_bits(lo)) | std::uint32_t(half_bits(hi)) << 16; };
+    auto pair_bits = [](std::uint32_t lo, std::uint32_t hi) { return lo | hi << 16; };
+    for (std::uint32_t l = 0; l < 64; ++l) {
+      std::uint32_t r = mix(l + 300);
+      if (l % 2) {  // f16 pairs, moderate magnitudes, either sign
+        in[4 * l] = pair(half_value((r & 0x83ff) | (8 + r % 16) << 10), half_value((r >> 16 & 0x83ff) | 0x3800));
+      } else {  // f32 values of magnitude 2^-7 .. 2^9, either sign
+        in[4 * l] = (r & 0x807fffffu) | (120 + (r >> 8) % 16) << 23;
+      }
+      in[4 * l + 1] = (mix(l + 400) & 0x807fffffu) | (120 + mix(l + 500) % 16) << 23;
+      in[4 * l + 2] = l % 3 ? mix(l + 600) : (mix(l + 600) & 0x807fffffu) | (118 + mix(l + 700) % 16) << 23;
+      in[4 * l + 3] = mix(l + 800);
+    }
+    // Lanes with chosen operands. Lane 0 gives the SGPR source s4 (its b) to every lane.
+    auto set = [&](std::uint32_t l, std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+      in[4 * l] = a, in[4 * l + 1] = b, in[4 * l + 2] = c;
+    };
+    set(0, f32(0.25f), pair(1.5f, -2.0f), pair(0.5f, 3.0f));
+    // 2049 * 1 + 2^-60 lies just above the f16 halfway point 2049: one rounding gives 2050, an
+    // f32 fma first (2049) and then f16 would give 2048.
+    set(2, f32(2049.0f), f32(1.0f), f32(std::ldexp(1.0f, -60)));
+    set(4, f32(2049.0f), f32(1.0f), f32(-std::ldexp(1.0f, -60)));
+    // The same in packed f16: 683 * 3 = 2049, plus 2^-14.
+    set(6, pair(683.0f, 683.0f), pair(3.0f, 3.0f), pair(std::ldexp(1.0f, -14), -std::ldexp(1.0f, -14)));
+    // Zeros of both signs, f16 denormals and the smallest normal, the largest f16.
+    set(8, f32(-0.0f), pair_bits(0x8000, 0x0001), pair_bits(0x8000, 0x0000));
+    set(10, pair_bits(0x0001, 0x03ff), pair_bits(0x3c00, 0x7bff), pair_bits(0x0400, 0x8001));
+    set(12, f32(1e-40f), f32(-3.0f), f32(-1e-40f));  // f32 denormals
+    set(14, f32(0.5f), f32(-0.75f), pair_bits(0xfbff, 0x7bff));
+    // Results past the f16 range, NaN and infinities.
+    set(16, f32(65519.0f), f32(1.0f), f32(0.0f));
+    set(18, f32(std::numeric_limits<float>::infinity()), f32(0.0f), f32(1.0f));
+    set(20, f32(std::numeric_limits<float>::quiet_NaN()), f32(1.0f), pair_bits(0x7c00, 0xfc00));
+    // Sine and cosine: whole quarters, the range's ends and beyond, tiny arguments.
+    set(22, f32(-0.75f), f32(256.0f), 0);
+    set(24, f32(1.0f), f32(-256.5f), 0);
+    set(26, f32(300.0f), f32(1e-7f), 0);
+    set(28, f32(-std::numeric_limits<float>::infinity()), f32(0.125f), 0);
+    set(30, f32(255.99998f), f32(-0.0f), 0);
+    memory.put(kMixIn, in);
+  }
+  void run() {
+    auto outcome = gfx9::run(d, memory, no_stop);
+    REQUIRE_MESSAGE(outcome.ok, outcome.fault);
+  }
+  std::vector<std::uint32_t> block(std::uint32_t k) { return memory.get<std::uint32_t>(kOutAt + 256 * k, 64); }
+};
+
+}  // namespace
+
+TEST_CASE("the mixed-precision and packed f16 fmas round once and pick halves, signs and sizes as op_sel, op_sel_hi, neg and abs say, on gfx942 and gfx90a") {
+  for (auto target : kTargets) {
+    CAPTURE(target_name(target));
+    MixProgram p(target);
+    p.run();
+    std::vector<std::vector<std::uint32_t>> out;
+    for (std::uint32_t k = 0; k < 8; ++k) out.push_back(p.block(k));
+    auto f = [](std::uint32_t x) { return std::bit_cast<float>(x); };
+    auto lo = [](std::uint32_t x) { return half_value(x); };
+    auto hi = [](std::uint32_t x) { return half_value(x >> 16); };
+    auto same_f32 = [](std::uint32_t got, float want) {
+      return std::isnan(want) ? std::isnan(std::bit_cast<float>(got)) : got == std::bit_cast<std::uint32_t>(want);
+    };
+    const std::uint32_t s4 = p.in[1];
+    for (std::uint32_t l = 0; l < 64; ++l) {
+      CAPTURE(l);
+      std::uint32_t a = p.in[4 * l], b = p.in[4 * l + 1], c = p.in[4 * l + 2], d = p.in[4 * l + 3];
+      CHECK(same_f32(out[0][l], std::fma(f(a), f(b), f(c))));
+      CHECK(same_f32(out[1][l], std::fma(lo(a), hi(b), f(c))));
+      CHECK(same_f32(out[2][l], std::fma(-hi(a), std::fabs(f(b)), -std::fabs(lo(c)))));
+      CHECK(same_half(out[3][l], host_fma_half(f(a), f(b), f(c))));
+      CHECK((out[3][l] >> 16) == (d >> 16));
+      CHECK(same_half(out[4][l], host_fma_half(hi(a), hi(b), lo(c))));
+      CHECK((out[4][l] >> 16) == (d >> 16));
+      CHECK(same_half(out[5][l] >> 16, host_fma_half(-f(a), lo(s4), std::fabs(hi(c)))));
+      CHECK((out[5][l] & 0xffff) == (d & 0xffff));
+      CHECK(same_half(out[6][l], host_fma_half(lo(a), lo(b), lo(c))));
+      CHECK(same_half(out[6][l] >> 16, host_fma_half(hi(a), hi(b), hi(c))));
+      CHECK(same_half(out[7][l], host_fma_half(-hi(a), lo(b), hi(c))));
+      CHECK(same_half(out[7][l] >> 16, host_fma_half(lo(a), -hi(b), -lo(c))));
+    }
+    // The chosen lanes' results, written out.
+    CHECK((out[3][2] & 0xffff) == 0x6801);  // 2050: rounded once
+    CHECK((out[3][4] & 0xffff) == 0x6800);  // 2048
+    CHECK((out[6][6] & 0xffff) == 0x6801);
+    CHECK((out[6][6] >> 16) == 0x6800u);
+    CHECK((out[3][16] & 0xffff) == 0x7bff);  // 65519 rounds to the largest f16
+    CHECK(half_nan(out[3][18]));             // inf * 0
+  }
+}
+
+TEST_CASE("v_sin_f32 and v_cos_f32 take revolutions and give 0 and 1 outside [-256, 256], on gfx942 and gfx90a") {
+  for (auto target : kTargets) {
+    CAPTURE(target_name(target));
+    MixProgram p(target);
+    p.run();
+    auto sin_a = p.block(8), cos_a = p.block(9), sin_b = p.block(10), cos_b = p.block(11);
+    auto f = [](std::uint32_t x) { return std::bit_cast<float>(x); };
+    for (std::uint32_t l = 0; l < 64; l += 2) {  // the even lanes' a are f32 values
+      CAPTURE(l);
+      CHECK(near_revolution(f(sin_a[l]), f(p.in[4 * l]), false));
+      CHECK(near_revolution(f(cos_a[l]), f(p.in[4 * l]), true));
+    }
+    for (std::uint32_t l = 0; l < 64; ++l) {
+      CAPTURE(l);
+      float b = f(p.in[4 * l + 1]);
+      CHECK(near_revolution(f(sin_b[l]), -std::fabs(b), false));
+      CHECK(near_revolution(f(cos_b[l]), b, true));
+    }
+    // Whole quarters exactly: sin(2 pi / 4) = 1, cos(-3 pi / 2) = 0, sin(2 pi) = 0, cos(2 pi) = 1.
+    CHECK(f(sin_a[0]) == 1.0f);
+    CHECK(f(cos_a[0]) == 0.0f);
+    CHECK(f(sin_a[22]) == 1.0f);
+    CHECK(f(cos_a[22]) == 0.0f);
+    CHECK(f(sin_a[24]) == 0.0f);
+    CHECK(f(cos_a[24]) == 1.0f);
+    CHECK(f(cos_b[22]) == 1.0f);   // 256 is in range
+    CHECK(f(cos_b[24]) == 1.0f);   // -256.5 is not: 1.0, where cos(2 pi * -256.5) would be -1
+    CHECK(f(sin_b[24]) == 0.0f);
+    CHECK(f(sin_a[26]) == 0.0f);   // 300
+    CHECK(f(cos_a[26]) == 1.0f);
+    CHECK(f(sin_a[28]) == 0.0f);   // -inf
+    CHECK(f(cos_a[28]) == 1.0f);
+    CHECK(std::isnan(f(sin_a[20])));
+    CHECK(std::isnan(f(cos_a[20])));
+    CHECK(sin_b[30] == 0x80000000u);  // sin(-0) = -0
+  }
+}
+
+TEST_CASE("the f16 and mixed-precision fmas refuse clamp and constant operands, naming the instruction") {
+  Ranges memory;
+  // v_fma_mix_f32 v0, v1, v2, v3 clamp; then v_pk_fma_f16 v0, v1, 1.0, v3; then s_endpgm.
+  for (auto words : {words_of({0xd3a08000, 0x040e0501, 0xbf810000}), words_of({0xd38e4000, 0x1c0de501, 0xbf810000})}) {
+    memory.put(kCodeAt, words);
+    gfx9::Dispatch d;
+    d.code = kCodeAt;
+    d.rsrc1 = 1 | 3 << 6;
+    d.threads[0] = 64;
+    auto outcome = gfx9::run(d, memory, no_stop);
+    CHECK(!outcome.ok);
+    CHECK(outcome.fault == (words[0] == 0xd3a08000 ? "v_fma_mix_f32 at 0x100000: v_fma_mix_f32 with clamp is not simulated (group 0,0,0)"
+                                                   : "v_pk_fma_f16 at 0x100000: v_pk_fma_f16 with a constant operand is not simulated (group 0,0,0)"));
+  }
+}
+
 TEST_CASE("the interpreter faults on a VGPR or SGPR the dispatch did not allocate") {
   Program p;
   p.d.rsrc1 = 0 | 3 << 6;  // 8 VGPRs: the program uses v10 first

@@ -129,6 +129,11 @@ v_rcp_f32 v1, v2
 v_rcp_iflag_f32 v1, v2
 v_rsq_f32 v1, v2
 v_sqrt_f32 v1, v2
+v_sin_f32 v1, v2
+v_cos_f32 v1, s2
+v_sin_f32_e64 v1, -|v2|
+v_cos_f32_dpp v1, v2 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf
+v_sin_f32_sdwa v1, v2 dst_sel:WORD_1 dst_unused:UNUSED_PRESERVE src0_sel:DWORD
 v_not_b32 v1, v2
 v_bfrev_b32 v1, v2
 v_ffbh_u32 v1, v2
@@ -518,6 +523,13 @@ buffer_store_dwordx4 v[2:5], v1, s[0:3], s5 offen
 v_pk_mov_b32 v[0:1], v[2:3], v[4:5] op_sel:[1,0]
 v_pk_mov_b32 v[6:7], v[2:3], v[2:3] op_sel:[0,1]
 v_pk_fma_f32 v[0:1], v[2:3], v[4:5], v[6:7]
+v_pk_fma_f16 v0, v1, v2, v3
+v_pk_fma_f16 v0, v1, s2, v3 op_sel:[1,0,1] op_sel_hi:[0,1,0] neg_lo:[1,0,0] neg_hi:[0,1,1]
+v_fma_mix_f32 v0, v1, s2, v3
+v_fma_mix_f32 v0, -v1, |v2|, -|v3| op_sel:[1,0,1] op_sel_hi:[1,0,1]
+v_fma_mixlo_f16 v0, v1, s2, s2
+v_fma_mixlo_f16 v0, v1, v2, v3 op_sel:[0,1,0] op_sel_hi:[1,1,1]
+v_fma_mixhi_f16 v0, v1, v2, v3 op_sel_hi:[1,1,1]
 v_pk_mul_f32 v[0:1], v[2:3], v[4:5]
 v_pk_add_f32 v[0:1], v[2:3], v[4:5] op_sel:[1,0] op_sel_hi:[0,1] neg_lo:[1,0] neg_hi:[0,1]
 ds_write2st64_b32 v1, v2, v3 offset1:1

@@ -7,7 +7,9 @@
 // division helpers (v_div_scale/fmas/fixup) where no scaling is needed, DPP on VOP1/VOP2/VOPC
 // (quad_perm, row_shl/shr/ror, wave_shl/shr/rol/ror, row_mirror, row_half_mirror,
 // row_bcast:15/31), SDWA (byte and word selects of 32-bit operations), the packed f32 VOP3P
-// operations and v_pk_mov_b32, LDS (DS) loads, stores, atomics and lane exchanges
+// operations and v_pk_mov_b32, the packed f16 fma and the mixed-precision fmas (v_fma_mix_f32,
+// v_fma_mixlo_f16, v_fma_mixhi_f16) with op_sel, op_sel_hi, neg and abs, each rounded once,
+// v_sin_f32 and v_cos_f32 (in revolutions, 0.0 and 1.0 outside the ISA's [-256, 256]), LDS (DS) loads, stores, atomics and lane exchanges
 // (ds_swizzle_b32, ds_permute_b32, ds_bpermute_b32), FLAT, GLOBAL and SCRATCH loads, stores
 // and atomics, MUBUF loads and stores on raw buffers and on the private segment buffer, and
 // the waits, barriers and cache write-backs and invalidations around them, which it treats as
@@ -15,7 +17,7 @@
 // one at a time, each until it ends or reaches s_barrier.
 //
 // Refused, naming what: the rest of VOP3P (MFMA and the AGPR moves among them: "MFMA is not
-// simulated"), loads and stores to AGPRs, SDWA with clamp or an output modifier, division
+// simulated"), VOP3P with clamp or an inline constant operand, loads and stores to AGPRs, SDWA with clamp or an output modifier, division
 // operands that need scaling, MUBUF atomics and formatted or structured (indexed or strided)
 // buffer access, and any encoding or opcode outside the subset (the fault names the encoding
 // and the opcode). A memory access outside mapped memory faults the dispatch naming the

@@ -52,7 +52,8 @@ constexpr Name kVop1[] = {{1, "v_mov_b32"}, {2, "v_readfirstlane_b32"}, {3, "v_c
     {24, "v_ceil_f64"}, {25, "v_rndne_f64"}, {26, "v_floor_f64"}, {27, "v_fract_f32"}, {28, "v_trunc_f32"},
     {29, "v_ceil_f32"}, {30, "v_rndne_f32"}, {31, "v_floor_f32"}, {32, "v_exp_f32"}, {33, "v_log_f32"},
     {34, "v_rcp_f32"}, {35, "v_rcp_iflag_f32"}, {36, "v_rsq_f32"}, {37, "v_rcp_f64"}, {38, "v_rsq_f64"},
-    {39, "v_sqrt_f32"}, {40, "v_sqrt_f64"}, {43, "v_not_b32"}, {44, "v_bfrev_b32"}, {45, "v_ffbh_u32"},
+    {39, "v_sqrt_f32"}, {40, "v_sqrt_f64"}, {41, "v_sin_f32"}, {42, "v_cos_f32"}, {43, "v_not_b32"},
+    {44, "v_bfrev_b32"}, {45, "v_ffbh_u32"},
     {46, "v_ffbl_b32"}, {47, "v_ffbh_i32"}, {48, "v_frexp_exp_i32_f64"}, {49, "v_frexp_mant_f64"},
     {50, "v_fract_f64"}, {51, "v_frexp_exp_i32_f32"}, {52, "v_frexp_mant_f32"}, {56, "v_mov_b64"},
     {57, "v_cvt_f16_u16"}, {59, "v_cvt_u16_f16"}, {62, "v_sqrt_f16"}};
@@ -192,7 +193,8 @@ constexpr Vop3pName kMfma[] = {{64, "v_mfma_f32_32x32x1f32", "v_mfma_f32_32x32x1
                                {110, "v_mfma_f64_16x16x4f64", "v_mfma_f64_16x16x4_f64"}};
 constexpr std::uint32_t kVop3pAccRead = 88, kVop3pAccWrite = 89, kVop3pFirstMfma = 64;
 
-constexpr Name kVop3p[] = {{48, "v_pk_fma_f32"}, {49, "v_pk_mul_f32"}, {50, "v_pk_add_f32"}, {51, "v_pk_mov_b32"}};
+constexpr Name kVop3p[] = {{14, "v_pk_fma_f16"}, {32, "v_fma_mix_f32"}, {33, "v_fma_mixlo_f16"},
+    {34, "v_fma_mixhi_f16"}, {48, "v_pk_fma_f32"}, {49, "v_pk_mul_f32"}, {50, "v_pk_add_f32"}, {51, "v_pk_mov_b32"}};
 
 
 }  // namespace

@@ -46,8 +46,11 @@ struct Inst {
 enum : std::uint32_t { SEG_FLAT = 0, SEG_SCRATCH = 1, SEG_GLOBAL = 2 };
 const char* segment_prefix(std::uint32_t seg);
 
-// The VOP3P operations simulated: the packed f32 ones of gfx90a and gfx942.
+// The VOP3P operations simulated: the packed f32 ones of gfx90a and gfx942 on register pairs,
+// and on single registers the packed f16 fma and the mixed-precision fmas (f32 or f16 sources,
+// an f32 result or an f16 one into the low or high half).
 constexpr std::uint32_t kVop3pFma = 48, kVop3pMul = 49, kVop3pAdd = 50, kVop3pMovB32 = 51;
+constexpr std::uint32_t kVop3pFmaF16 = 14, kVop3pMixF32 = 32, kVop3pMixLo = 33, kVop3pMixHi = 34;
 
 // MUBUF loads and stores share FLAT's opcode numbers (16..31) and names.
 constexpr std::uint32_t kBufferFirst = 16, kBufferLast = 31;

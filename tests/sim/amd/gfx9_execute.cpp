@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 #include <optional>
 #include <variant>
 #include <vector>
@@ -60,6 +61,40 @@ std::uint32_t to_half(double x) {
   double q = std::nearbyint(std::frexp(a, &e) * 2048.0);  // 11 significant bits
   if (q == 2048.0) q = 1024.0, ++e;
   return sign | std::uint32_t(e + 14) << 10 | std::uint32_t(q - 1024.0);
+}
+
+// The f16 nearest a * b + c, rounded once (to nearest even), for f16 or f32 operands: their
+// product has at most 48 significant bits and lies within double's exponents, so it is exact in
+// double; the sum is s + e exactly (Knuth's two-sum), and rounding s to odd (to its neighbour
+// towards e when e is not zero and s's last bit is even) keeps the information the one rounding
+// to f16 needs, double's 53 bits being more than f16's 11 plus 2 (Boldo and Melquiond, "When
+// double rounding is odd").
+std::uint32_t fma_to_half(double a, double b, double c) {
+  double p = a * b, s = p + c;
+  if (!std::isfinite(s)) return to_half(s);
+  double p_part = s - c, c_part = s - p_part, e = (p - p_part) + (c - c_part);
+  if (e != 0 && !(std::bit_cast<std::uint64_t>(s) & 1))
+    s = std::nextafter(s, e > 0 ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity());
+  return to_half(s);
+}
+
+// v_sin_f32 and v_cos_f32 take revolutions: sin(2 pi x) and cos(2 pi x). The MI200 ISA guide
+// (as the Vega one) gives the valid range as [-256, +256] and an input outside it (infinities
+// included) 0.0 for the sine and 1.0 for the cosine; NaN gives NaN. The hardware approximates
+// within the range; here the result is the f32 nearest the double computation of the reduced
+// argument: x less its nearest quarter n / 4 (exact for |x| <= 256) is within 1/8 of a turn,
+// and the quarter picks sin or cos and the sign, so that whole quarters give 0 and 1 exactly
+// (a zero sine has x's sign, a zero cosine is +0, as IEEE 754's sinPi and cosPi).
+constexpr float kTrigRange = 256.0f;  // MI200 ISA, V_SIN_F32 / V_COS_F32
+float revolutions(float x, bool cosine) {
+  if (std::isnan(x)) return x;
+  if (std::fabs(x) > kTrigRange) return cosine ? 1.0f : 0.0f;
+  double quarters = std::nearbyint(double(x) * 4), y = 2 * std::numbers::pi * (double(x) - quarters / 4);
+  int quadrant = int(std::int64_t(quarters) & 3) + (cosine ? 1 : 0);
+  double r = quadrant % 2 ? std::cos(y) : std::sin(y);
+  if (quadrant % 4 >= 2) r = -r;
+  if (r == 0) return cosine ? 0.0f : std::copysign(0.0f, x);
+  return float(r);
 }
 
 // Float to integer as the ISA converts: NaN gives 0, out-of-range values the nearest bound.
@@ -192,7 +227,14 @@ class Runner {
   // sign-extended for opcodes 17 and 19, the signed byte and short loads FLAT and MUBUF
   // number alike.
   void load_lane(Wave& w, std::uint32_t vdst, int l, const std::byte* p, std::uint32_t bytes, std::uint32_t op);
+  // VOP3P: its fields, refusing clamp and constant operands among the first `sources`; the
+  // packed f32 operations on register pairs; the f16 and mixed-precision ones on registers.
+  struct Vop3pFields {
+    std::uint32_t vdst = 0, op_sel = 0, op_sel_hi = 0, neg_lo = 0, neg_hi = 0, code[3] = {};
+  };
+  void vop3p_fields(const Inst& in, int sources, Vop3pFields& fields) const;
   void vop3p(Wave& w, const Inst& in);
+  void vop3p_single(Wave& w, const Inst& in);
 
   std::byte* memory(std::uint64_t address, std::size_t n, bool write, const std::string& name) {
     auto* p = mem_.at(address, n, write);
@@ -534,7 +576,7 @@ bool floating(std::uint32_t op) {
     case 459: case 460: case 464: case 467: case 470: case 640: case 641: case 642: case 643: case 644: case 648:
       return true;
   }
-  return op >= kVop3Vop1 + 23 && op <= kVop3Vop1 + 40;
+  return op >= kVop3Vop1 + 23 && op <= kVop3Vop1 + 42;
 }
 // VOP3B: bits 14:8 name a scalar destination (a carry out) instead of |abs| and op_sel.
 bool scalar_destination(std::uint32_t op) {
@@ -882,6 +924,8 @@ void Runner::valu(Wave& w, const Inst& in) {
       case kVop3Vop1 + 38: r = du(1.0 / std::sqrt(da())); break;
       case kVop3Vop1 + 39: r = u(std::sqrt(fa())); break;
       case kVop3Vop1 + 40: r = du(std::sqrt(da())); break;
+      case kVop3Vop1 + 41: r = u(revolutions(fa(), false)); break;
+      case kVop3Vop1 + 42: r = u(revolutions(fa(), true)); break;
       case kVop3Vop1 + 43: r = ~a(); break;
       case kVop3Vop1 + 44: r = reverse_bits(a()); break;
       case kVop3Vop1 + 45: r = a() ? std::uint32_t(std::countl_zero(a())) : 0xffffffffu; break;
@@ -951,8 +995,8 @@ void Runner::valu(Wave& w, const Inst& in) {
         r = op == 482 ? u(std::fma(fa(), fb(), fc())) : du(std::fma(da(), db(), dc()));
         break;
       }
-      // fused: exact in double unless the addend's exponent is far from the product's, then rounded once
-      case 518: r = to_half(std::fma(ha(), hb(), hc())); break;
+      // fused: rounded once
+      case 518: r = fma_to_half(ha(), hb(), hc()); break;
       case 672: {  // v_pack_b32_f16: S0's half low, S1's high, with |abs| and -neg on the bits
         auto bits = [&](std::uint32_t x, int k) {
           x &= 0xffff;
@@ -1302,17 +1346,72 @@ void Runner::mubuf(Wave& w, const Inst& in) {
 // VOP3P on 64-bit register pairs: each source half the lower result takes is picked by
 // op_sel and negated by neg_lo, each the upper takes by op_sel_hi and neg_hi. v_pk_mov_b32
 // moves S0's picked half low and S1's high; the others are f32 fma, mul and add per half.
-void Runner::vop3p(Wave& w, const Inst& in) {
-  const std::uint32_t vdst = in.w0 & 0xff;
-  const std::uint32_t op_sel = (in.w0 >> 11) & 7, op_sel_hi = ((in.w1 >> 27) & 3) | ((in.w0 >> 14) & 1) << 2;
-  const std::uint32_t neg_lo = in.w1 >> 29, neg_hi = (in.w0 >> 8) & 7;
-  const std::uint32_t code[3] = {in.w1 & 0x1ff, (in.w1 >> 9) & 0x1ff, (in.w1 >> 18) & 0x1ff};
-  const int sources = in.op == kVop3pFma ? 3 : 2;
+void Runner::vop3p_fields(const Inst& in, int sources, Vop3pFields& v) const {
+  v.vdst = in.w0 & 0xff;
+  v.op_sel = (in.w0 >> 11) & 7, v.op_sel_hi = ((in.w1 >> 27) & 3) | ((in.w0 >> 14) & 1) << 2;
+  v.neg_lo = in.w1 >> 29, v.neg_hi = (in.w0 >> 8) & 7;
+  v.code[0] = in.w1 & 0x1ff, v.code[1] = (in.w1 >> 9) & 0x1ff, v.code[2] = (in.w1 >> 18) & 0x1ff;
   if ((in.w0 >> 15) & 1) fail(fmt::format("{} with clamp is not simulated", in.name));
-  if (in.op == kVop3pMovB32 && (neg_lo || neg_hi)) fail(fmt::format("{} with -neg is not simulated", in.name));
   for (int k = 0; k < sources; ++k)
-    if (code[k] >= 128 && code[k] <= LITERAL && !(code[k] >= SRC_SHARED_BASE && code[k] <= SRC_PRIVATE_LIMIT))
+    if (v.code[k] >= 128 && v.code[k] <= LITERAL && !(v.code[k] >= SRC_SHARED_BASE && v.code[k] <= SRC_PRIVATE_LIMIT))
       fail(fmt::format("{} with a constant operand is not simulated", in.name));
+}
+
+// The f16 and mixed-precision VOP3P operations on single registers (MI200 and MI300 ISA guides).
+// v_pk_fma_f16: each half of the result is the fma of the source halves op_sel (low result)
+// or op_sel_hi (high result) picks, negated by neg_lo or neg_hi, rounded once to f16.
+// v_fma_mix_f32, v_fma_mixlo_f16, v_fma_mixhi_f16: fma(S0, S1, S2) where source k is the f32
+// register when op_sel_hi[k] is clear, else the f16 half op_sel[k] picks (1: the high one),
+// converted to f32 exactly; neg_lo negates a source and neg_hi takes its |abs| (first). mix_f32
+// rounds once to an f32; mixlo and mixhi round once to an f16 and write the low or the high half
+// of the destination, which keeps its other half.
+void Runner::vop3p_single(Wave& w, const Inst& in) {
+  Vop3pFields v;
+  vop3p_fields(in, 3, v);
+  std::array<std::uint32_t, kLanes> out{};
+  const std::uint64_t lanes = w.exec;
+  for (int l = 0; l < kLanes; ++l) {
+    if (!(lanes >> l & 1)) continue;
+    std::uint32_t s[3];
+    for (int k = 0; k < 3; ++k) s[k] = vsrc(w, v.code[k], l, in);
+    if (in.op == kVop3pFmaF16) {
+      auto half = [&](int k, bool upper_result) {
+        bool hi = ((upper_result ? v.op_sel_hi : v.op_sel) >> k) & 1;
+        double x = from_half(hi ? s[k] >> 16 : s[k] & 0xffff);
+        return ((upper_result ? v.neg_hi : v.neg_lo) >> k & 1) ? -x : x;
+      };
+      out[std::size_t(l)] = fma_to_half(half(0, false), half(1, false), half(2, false)) |
+                            fma_to_half(half(0, true), half(1, true), half(2, true)) << 16;
+      continue;
+    }
+    auto source = [&](int k) {
+      float x = (v.op_sel_hi >> k & 1) ? from_half((v.op_sel >> k & 1) ? s[k] >> 16 : s[k] & 0xffff) : f(s[k]);
+      if (v.neg_hi >> k & 1) x = std::fabs(x);
+      return (v.neg_lo >> k & 1) ? -x : x;
+    };
+    if (in.op == kVop3pMixF32) {
+      out[std::size_t(l)] = u(std::fma(source(0), source(1), source(2)));
+      continue;
+    }
+    std::uint32_t h = fma_to_half(source(0), source(1), source(2)), old = vgpr(w, v.vdst, l);
+    out[std::size_t(l)] = in.op == kVop3pMixLo ? (old & 0xffff0000u) | h : (old & 0xffffu) | h << 16;
+  }
+  for (int l = 0; l < kLanes; ++l)
+    if (lanes >> l & 1) vgpr(w, v.vdst, l) = out[std::size_t(l)];
+}
+
+void Runner::vop3p(Wave& w, const Inst& in) {
+  if (in.op == kVop3pFmaF16 || in.op == kVop3pMixF32 || in.op == kVop3pMixLo || in.op == kVop3pMixHi) {
+    vop3p_single(w, in);
+    return;
+  }
+  const int sources = in.op == kVop3pFma ? 3 : 2;
+  Vop3pFields fields;
+  vop3p_fields(in, sources, fields);
+  const std::uint32_t vdst = fields.vdst, op_sel = fields.op_sel, op_sel_hi = fields.op_sel_hi;
+  const std::uint32_t neg_lo = fields.neg_lo, neg_hi = fields.neg_hi;
+  const std::uint32_t* code = fields.code;
+  if (in.op == kVop3pMovB32 && (neg_lo || neg_hi)) fail(fmt::format("{} with -neg is not simulated", in.name));
   std::array<std::uint64_t, kLanes> out{};
   const std::uint64_t lanes = w.exec;
   for (int l = 0; l < kLanes; ++l) {
