@@ -125,9 +125,9 @@ struct Served {
   std::optional<StopAsked> stop_asked;  // the progress thread's
   std::atomic<bool> draining{false};    // stop_asked is set: the watcher wakes the progress thread
   // The value that found no room on the device (RIG_LATER), its uploads already got into
-  // their windows: it is handed over once room frees, retried each time the word moves and
-  // every kWatchSlice, from the progress thread's idle rounds. The values after it wait in
-  // `ahead` meanwhile (submitted has not moved).
+  // their windows: it is handed over once room frees, retried from the progress thread's idle
+  // rounds each time the word moved, else at most every kWatchSlice. The values after it wait
+  // in `ahead` meanwhile (submitted has not moved).
   struct Parked {
     wire::Submit submit;
     std::uint64_t word = 0;  // the word at the last try
