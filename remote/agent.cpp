@@ -8,7 +8,10 @@
 // crosses no other thread of the agent than the device's own. Each served device has a
 // watcher thread that sleeps in its driver and sends Reached when its word moves while the
 // progress thread sleeps. A reaper thread waits for the work of devices whose client went or
-// let them go, stops them and frees what the client held, while the others are served.
+// let them go, stops them and frees what the client held, while the others are served. A
+// value for which its device has no room yet is parked, not waited for: the progress thread
+// asks room again from its idle rounds (the watcher wakes it when the word moves) and serves
+// the others meanwhile.
 #include <rig/remote.hpp>
 
 #include <fmt/format.h>
@@ -45,6 +48,12 @@ constexpr auto kDrainLimit = std::chrono::seconds(10);
 constexpr auto kWatchSlice = std::chrono::milliseconds(20);
 // The most values a submit may come ahead of the next one.
 constexpr std::uint64_t kAheadMost = 1 << 16;
+// How long a value may wait for room on its device while the device's word stands still
+// before it is found never to fit: the thousand sleeps of kWatchSlice it once had.
+constexpr auto kRoomWaitLimit = 1000 * kWatchSlice;
+// The most times one value's room asks to grow the device's queues before it is found never
+// to fit.
+constexpr int kGrowsMost = 1000;
 
 // True iff a and b are equal, in time that depends on their lengths only.
 bool same_token(std::string_view a, std::string_view b) {
@@ -115,6 +124,18 @@ struct Served {
   };
   std::optional<StopAsked> stop_asked;  // the progress thread's
   std::atomic<bool> draining{false};    // stop_asked is set: the watcher wakes the progress thread
+  // The value that found no room on the device (RIG_LATER), its uploads already got into
+  // their windows: it is handed over once room frees, retried from the progress thread's idle
+  // rounds each time the word moved, else at most every kWatchSlice. The values after it wait
+  // in `ahead` meanwhile (submitted has not moved).
+  struct Parked {
+    wire::Submit submit;
+    std::uint64_t word = 0;  // the word at the last try
+    std::chrono::steady_clock::time_point next_try;
+    std::chrono::steady_clock::time_point until;  // kRoomWaitLimit after the word last moved
+  };
+  std::optional<Parked> parked;        // the progress thread's
+  std::atomic<bool> room_wanted{false};  // parked is set: the watcher wakes the progress thread
   std::thread watcher;
 
   // Frees and unloads waiting for the values submitted before them: (value, region or image).
@@ -254,6 +275,7 @@ class AgentImpl final : public Agent {
           answer_stop(c, *s, asked.request);
           sent = true;
         }
+        if (s->parked && retry(c, *s)) sent = true;
       }
     return sent;
   }
@@ -467,7 +489,7 @@ class AgentImpl final : public Agent {
     Served* s = device(c, m.device);
     if (!s) return;
     if (!s->regions.contains(m.region)) return drop(fmt::format("a free of region {}, which is not held", m.region));
-    s->frees.emplace_back(s->submitted, m.region);
+    s->frees.emplace_back(last_received(*s), m.region);
     settle(*s);
   }
 
@@ -562,7 +584,7 @@ class AgentImpl final : public Agent {
     Served* s = device(c, m.device);
     if (!s) return;
     if (!s->images.contains(m.image)) return drop(fmt::format("an unload of image {}, which is not loaded", m.image));
-    s->unloads.emplace_back(s->submitted, m.image);
+    s->unloads.emplace_back(last_received(*s), m.image);
     settle(*s);
   }
 
@@ -577,91 +599,179 @@ class AgentImpl final : public Agent {
     reply(c, m.request, wire::kOk, answer == RIG_NEVER ? why : "", std::uint64_t(answer));
   }
 
+  // The last value of s that came in order: the one parked waiting for room, or else the last
+  // handed over. A free or unload waits for it: a parked value's parts name what it holds.
+  static std::uint64_t last_received(const Served& s) { return s.parked ? s.parked->submit.value : s.submitted; }
+
   void on(Client& c, const wire::Submit& m) {
     Served* s = device(c, m.device);
     if (!s) return;
     if (s->lost || s->stopped || s->stop_asked) return;
     // Active messages arrive in any order (a large one by rendezvous after smaller ones
-    // sent later): a value waits for those before it.
-    if (m.value <= s->submitted || m.value > s->submitted + kAheadMost)
-      return lose(c, *s, fmt::format("value {} submitted after value {}", m.value, s->submitted));
-    if (m.value != s->submitted + 1) {
+    // sent later): a value waits for those before it, and for one parked waiting for room.
+    if (m.value <= last_received(*s) || m.value > s->submitted + kAheadMost)
+      return lose(c, *s, fmt::format("value {} submitted after value {}", m.value, last_received(*s)));
+    if (m.value != s->submitted + 1 || s->parked) {
       s->ahead.emplace(m.value, m);
       return;
     }
     hand_over(c, *s, m);
-    for (auto it = s->ahead.find(s->submitted + 1); it != s->ahead.end() && !s->lost;
-         it = s->ahead.find(s->submitted + 1)) {
+    hand_over_ahead(c, *s);
+  }
+
+  // Hands over the values that came ahead, in order, until one is missing or parks.
+  void hand_over_ahead(Client& c, Served& s) {
+    for (auto it = s.ahead.find(s.submitted + 1); it != s.ahead.end() && !s.lost && !s.parked;
+         it = s.ahead.find(s.submitted + 1)) {
       wire::Submit next = std::move(it->second);
-      s->ahead.erase(it);
-      hand_over(c, *s, next);
+      s.ahead.erase(it);
+      hand_over(c, s, next);
     }
   }
 
-  // Runs value m.value, the one after s's last.
-  void hand_over(Client& c, Served& served, const wire::Submit& m) {
-    Served* s = &served;
+  // Translates m's parts into s.parts and checks its ranges of mapped host memory; false, the
+  // device lost with the reason, where one is wrong.
+  bool admit(Client& c, Served& s, const wire::Submit& m) {
     char why[RIG_WHY] = {};
-    if (!translate(*s, m.parts, why)) return lose(c, *s, fmt::format("value {}: {}", m.value, why));
+    if (!translate(s, m.parts, why)) return lose(c, s, fmt::format("value {}: {}", m.value, why)), false;
     for (const auto& u : m.uploads)
-      if (!window(*s, u.region, u.offset, u.length))
-        return lose(c, *s, fmt::format("value {}: a read of mapped host memory outside what the client mapped", m.value));
+      if (!window(s, u.region, u.offset, u.length))
+        return lose(c, s, fmt::format("value {}: a read of mapped host memory outside what the client mapped",
+                                      m.value)), false;
     for (const auto& d : m.downloads)
-      if (!window(*s, d.region, d.offset, d.length))
-        return lose(c, *s, fmt::format("value {}: a write of mapped host memory outside what the client mapped", m.value));
+      if (!window(s, d.region, d.offset, d.length))
+        return lose(c, s, fmt::format("value {}: a write of mapped host memory outside what the client mapped",
+                                      m.value)), false;
+    return true;
+  }
+
+  // Hands value m.value, the one after s's last, to the device: once its parts are checked and
+  // the bytes they read got from the client's memory, at once if room fits, else once room
+  // frees (s.parked, retried from the idle rounds).
+  void hand_over(Client& c, Served& s, const wire::Submit& m) {
+    if (!admit(c, s, m)) return;
     // The bytes its parts read of the client's memory: one get each, all in flight at once.
     rma_.clear();
     for (const auto& u : m.uploads) {
-      const Held& w = s->regions.at(u.region);
-      rma_.push_back(worker_->get(s->ep, w.window + u.offset, u.length, w.client + u.offset, w.rkey, w.window_memh));
+      const Held& w = s.regions.at(u.region);
+      rma_.push_back(worker_->get(s.ep, w.window + u.offset, u.length, w.client + u.offset, w.rkey, w.window_memh));
     }
     if (auto failed = finish_all(rma_))
-      return lose(c, *s, fmt::format("value {}: getting the client's memory failed: {}", m.value, *failed));
-    if (!m.downloads.empty()) {
-      std::lock_guard g(s->mutex);
-      s->downloads[m.value] = m.downloads;
+      return lose(c, s, fmt::format("value {}: getting the client's memory failed: {}", m.value, *failed));
+    switch (make_room(c, s, m.value)) {
+      case Room::Fits:
+        return give(c, s, m);
+      case Room::Later: {
+        const auto now = std::chrono::steady_clock::now();
+        s.parked = Served::Parked{m, __atomic_load_n(&s.word, __ATOMIC_ACQUIRE), now + kWatchSlice,
+                                  now + kRoomWaitLimit};
+        s.room_wanted = true;
+        return;
+      }
+      case Room::Lost:
+        return;
     }
-    const auto count = std::uint32_t(s->parts.size());
-    for (int attempt = 0;; ++attempt) {
+  }
+
+  enum class Room { Fits, Later, Lost };
+
+  // Asks room for s.parts, growing the device's queues while it answers RIG_GROW. Later (once
+  // what is submitted is committed, so that the device frees room) when it answers RIG_LATER;
+  // Lost, the device lost naming value v, when it never fits or growing fails.
+  Room make_room(Client& c, Served& s, std::uint64_t v) {
+    char why[RIG_WHY];
+    const auto count = std::uint32_t(s.parts.size());
+    for (int grows = 0;; ++grows) {
       why[0] = 0;
-      const int room = s->c->room(s->facts.edge, s->parts.data(), count, 0, why);
-      if (room == RIG_FITS) break;
-      if (room == RIG_NEVER || attempt > 1000) {
+      const int room = s.c->room(s.facts.edge, s.parts.data(), count, 0, why);
+      if (room == RIG_FITS) return Room::Fits;
+      if (room == RIG_NEVER || grows >= kGrowsMost) {
         why[RIG_WHY - 1] = 0;
-        return lose(c, *s, fmt::format("value {} never fits: {}", m.value, why));
+        lose(c, s, fmt::format("value {} never fits: {}", v, why));
+        return Room::Lost;
       }
-      if (room == RIG_GROW) {
-        try {
-          if (std::holds_alternative<edge::Short>(s->driver->grow()))
-            return lose(c, *s, fmt::format("value {}: no memory to grow its queues", m.value));
-        } catch (const std::exception& e) {
-          return lose(c, *s, fmt::format("fault while growing its queues: {}", e.what()));
+      if (room != RIG_GROW) break;
+      try {
+        if (std::holds_alternative<edge::Short>(s.driver->grow())) {
+          lose(c, s, fmt::format("value {}: no memory to grow its queues", v));
+          return Room::Lost;
         }
-      } else {  // LATER: once a value is reached
-        const std::uint64_t next = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE) + 1;
-        const char* failure = nullptr;
-        if (s->c->commit(s->facts.edge, s->submitted, &failure) == RIG_FAILED) return lose(c, *s, failure);
-        try {
-          s->driver->sleep(next, kWatchSlice);
-        } catch (const std::exception& e) {
-          return lose(c, *s, e.what());
-        }
+      } catch (const std::exception& e) {
+        lose(c, s, fmt::format("fault while growing its queues: {}", e.what()));
+        return Room::Lost;
       }
+    }
+    // LATER: room frees once the device reaches a value.
+    const char* failure = nullptr;
+    if (s.c->commit(s.facts.edge, s.submitted, &failure) == RIG_FAILED) {
+      lose(c, s, failure ? failure : "commit failed");
+      return Room::Lost;
+    }
+    return Room::Later;
+  }
+
+  // Tries s's parked value again if the word moved or kWatchSlice passed since its last try:
+  // hands it over if room fits now, and the values that came after it. True if it did. Drops
+  // it if its device was lost or stopped; loses the device, naming the value, once the word
+  // stood still for kRoomWaitLimit.
+  bool retry(Client& c, Served& s) {
+    Served::Parked& p = *s.parked;
+    if (s.lost || s.stopped) return drop_parked(s), false;
+    const auto now = std::chrono::steady_clock::now();
+    const std::uint64_t word = __atomic_load_n(&s.word, __ATOMIC_ACQUIRE);
+    if (word != p.word) {
+      p.word = word;
+      p.until = now + kRoomWaitLimit;
+    } else if (now < p.next_try) {
+      return false;
+    }
+    p.next_try = now + kWatchSlice;
+    if (!admit(c, s, p.submit)) return drop_parked(s), false;
+    switch (make_room(c, s, p.submit.value)) {
+      case Room::Fits:
+        give(c, s, p.submit);
+        drop_parked(s);
+        hand_over_ahead(c, s);
+        return true;
+      case Room::Later:
+        if (now < p.until) return false;
+        lose(c, s, fmt::format("value {} never fits: its device's queues had no room for it and its word stood "
+                               "at {} for {} ms", p.submit.value, word,
+                               std::chrono::duration_cast<std::chrono::milliseconds>(kRoomWaitLimit).count()));
+        return drop_parked(s), true;
+      case Room::Lost:
+        return drop_parked(s), true;
+    }
+    return false;
+  }
+
+  static void drop_parked(Served& s) {
+    s.parked.reset();
+    s.room_wanted = false;
+  }
+
+  // Submits m, whose parts s.parts holds and for which room fits, and commits it where its
+  // driver did not.
+  void give(Client& c, Served& s, const wire::Submit& m) {
+    if (!m.downloads.empty()) {
+      std::lock_guard g(s.mutex);
+      s.downloads[m.value] = m.downloads;
     }
     // A timed value's times, where its driver writes them before its word shows it (no
     // settle, which would be a second caller of its C functions beside the service's).
     std::uint64_t* times = nullptr;
-    if (m.timed && s->c->settle == nullptr) {
-      std::lock_guard g(s->mutex);
-      times = s->times[m.value].data();
+    if (m.timed && s.c->settle == nullptr) {
+      std::lock_guard g(s.mutex);
+      times = s.times[m.value].data();
       times[0] = times[1] = 0;
     }
+    const auto count = std::uint32_t(s.parts.size());
     const char* failure = "the driver gave no reason";
-    const int rc = s->c->submit(s->facts.edge, s->parts.data(), count, nullptr, 0, m.value, times, &failure);
-    if (rc == RIG_FAILED) return lose(c, *s, failure ? failure : "submit failed");
-    s->submitted = m.value;
-    if (rc == RIG_OK && s->c->commit(s->facts.edge, m.value, &failure) == RIG_FAILED)
-      return lose(c, *s, failure ? failure : "commit failed");
+    const int rc = s.c->submit(s.facts.edge, s.parts.data(), count, nullptr, 0, m.value, times, &failure);
+    if (rc == RIG_FAILED) return lose(c, s, failure ? failure : "submit failed");
+    s.submitted = m.value;
+    if (rc == RIG_OK && s.c->commit(s.facts.edge, m.value, &failure) == RIG_FAILED)
+      return lose(c, s, failure ? failure : "commit failed");
   }
 
   void on(Client& c, const wire::Commit& m) { device(c, m.device); }
@@ -684,6 +794,9 @@ class AgentImpl final : public Agent {
   void on(Client& c, const wire::Stop& m) {
     Served* s = device(c, m.device);
     if (!s || s->stop_asked) return;
+    // What the device has not been given is dropped, as its stop drops its queued work.
+    drop_parked(*s);
+    s->ahead.clear();
     if (!drained(*s)) {
       s->stop_asked = Served::StopAsked{m.request, m.why, std::chrono::steady_clock::now() + kDrainLimit};
       s->draining = true;
@@ -968,7 +1081,7 @@ class AgentImpl final : public Agent {
         continue;
       }
       if (report_now(s)) {
-        if (s.draining.load()) s.worker->wake();  // a Stop waits for this value
+        if (s.draining.load() || s.room_wanted.load()) s.worker->wake();  // a Stop or a parked value waits
         continue;
       }
       std::uint64_t from;
@@ -1006,6 +1119,7 @@ class AgentImpl final : public Agent {
 
   // Stops s's driver (stop) and frees what its client held on it.
   void release(Served& s) {
+    drop_parked(s);
     if (!s.stopped) stop(s, "its client let it go");
     settle(s);
     while (!s.regions.empty()) free_region(s, s.regions.begin()->first);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -265,9 +266,21 @@ class RawClient {
     REQUIRE_MESSAGE(came, "the agent sent no message of the type awaited within 5 s");
     return out;
   }
-  // Opens the agent's MEM device: its number.
-  std::uint32_t open_memory() {
-    send(remote::wire::Open{1, "MEM"});
+  // The first message of type T the agent sent and no call took yet, or nullopt.
+  template <class T>
+  std::optional<T> take() {
+    std::lock_guard g(mutex_);
+    for (auto it = got_.begin(); it != got_.end(); ++it)
+      if (auto* t = std::get_if<T>(&*it)) {
+        T out = std::move(*t);
+        got_.erase(it);
+        return out;
+      }
+    return std::nullopt;
+  }
+  // Opens the agent's device of that name: its number.
+  std::uint32_t open_device(const std::string& name = "MEM") {
+    send(remote::wire::Open{1, name});
     auto o = next<remote::wire::Opened>();
     REQUIRE_MESSAGE(o.ok, o.why);
     return o.device;
@@ -302,7 +315,7 @@ remote::wire::Part copy_part(std::uint64_t src, std::uint64_t dst, std::uint64_t
 
 TEST_CASE("a copy whose box runs past its region is refused with the reason, and the agent serves on") {
   RawClient raw;
-  const auto device = raw.open_memory();
+  const auto device = raw.open_device();
   const auto a = raw.alloc(device, 4096), b = raw.alloc(device, 4096);
   raw.send(remote::wire::Submit{device, 1, {copy_part(a, b, 8192)}, {}, {}});
   auto lost = raw.next<remote::wire::Lost>();
@@ -315,7 +328,7 @@ TEST_CASE("a copy whose box runs past its region is refused with the reason, and
 
 TEST_CASE("mapped host memory freed while a copy reads it stays until that copy's value; a later copy of it is refused") {
   RawClient raw;
-  const auto device = raw.open_memory();
+  const auto device = raw.open_device();
   const auto dst = raw.alloc(device, 4096);
   // 4096 bytes of this process, registered for the agent's gets.
   alignas(4096) static std::byte host_bytes[4096];
@@ -563,5 +576,154 @@ TEST_CASE("a Stop that waits for its device's work holds none of the agent's oth
   CHECK(answer.a == 1);
   CHECK(control->stopped());
   CHECK(control->stop_reason() == "its client stops it");
+  CHECK(control->violations().empty());
+}
+
+namespace {
+
+// A Words part: one word, which the fake device logs when its value runs.
+remote::wire::Part words_part(std::uint32_t word) {
+  remote::wire::Part p;
+  p.kind = RIG_KIND_WORDS;
+  p.words = {word};
+  return p;
+}
+
+// A device whose queue holds one part and runs only when the test steps it: while value v
+// waits to run, room answers LATER for value v + 1.
+fake::Options one_entry() {
+  fake::Options o;
+  o.runs_when_asleep = false;
+  o.capacity = 1;
+  o.grow_to = 1;
+  return o;
+}
+
+// An agent serving "ONE", a one_entry() fake device, beside MEM; the fake's control.
+std::pair<std::unique_ptr<remote::Agent>, std::shared_ptr<fake::Control>> one_entry_agent() {
+  auto [fake_opener, control] = fake::opener("ONE", one_entry());
+  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM", "ONE"}, kToken, {fake_opener}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  return {std::move(*served), control};
+}
+
+// Whether, stepping the fake device, the client is told (within 2 s) that the device's word
+// reached v.
+bool steps_to(RawClient& client, fake::Control& control, std::uint64_t v) {
+  std::uint64_t reached = 0;
+  return eventually(
+      [&] {
+        control.step();
+        while (auto r = client.take<remote::wire::Reached>()) reached = std::max(reached, r->to);
+        return reached >= v;
+      },
+      2000ms);
+}
+
+// The values of the fake's log, in the order they ran.
+std::vector<std::uint64_t> ran(const fake::Control& control) {
+  std::vector<std::uint64_t> out;
+  for (const auto& r : control.log()) out.push_back(r.value);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a value that waits for room on the agent's device holds none of the agent's other clients") {
+  auto [served, control] = one_entry_agent();
+  RawClient first(served->address());
+  const std::uint32_t device = first.open_device("ONE");
+  // Value 1 fills the queue; value 2 finds no room until value 1 ran; value 3 comes after it.
+  for (std::uint32_t v = 1; v <= 3; ++v) first.send(remote::wire::Submit{device, v, {words_part(0xA0 + v)}, {}, {}});
+  REQUIRE(eventually([&] { return control->pending() == 1 && control->calls(fake::Call::Room) >= 2; }, 2000ms));
+  // Another client opens, allocates, submits and waits meanwhile, promptly.
+  const auto before = std::chrono::steady_clock::now();
+  auto d = open(remote::opener(served->address(), "MEM", "MEM@beside-a-full-queue", kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  CHECK(round_trips(*d, 'r'));
+  CHECK(std::chrono::steady_clock::now() - before < 2s);  // the old wait for room was 20 s
+  CHECK(ran(*control).empty());
+  // Once value 1 runs, value 2 gets its room, and after it value 3.
+  CHECK(steps_to(first, *control, 3));
+  CHECK(ran(*control) == std::vector<std::uint64_t>{1, 2, 3});
+  std::vector<std::uint32_t> words;
+  for (const auto& r : control->log()) words.insert(words.end(), r.words.begin(), r.words.end());
+  CHECK(words == std::vector<std::uint32_t>{0xA1, 0xA2, 0xA3});
+  CHECK(control->violations().empty());
+  CHECK(round_trips(*d, 'q'));
+}
+
+TEST_CASE("a value that waits for room is dropped when its device stops, faults or its client goes meanwhile") {
+  auto [served, control] = one_entry_agent();
+  static int run = 0;  // each subcase opens a device of its own agent, by a name of its own
+  auto d = open(remote::opener(served->address(), "MEM", fmt::format("MEM@beside-a-dropped-value~{}", run++), kToken));
+  REQUIRE_MESSAGE(d.has_value(), d.error());
+  auto first = std::make_unique<RawClient>(served->address());
+  const std::uint32_t device = first->open_device("ONE");
+  for (std::uint32_t v = 1; v <= 2; ++v) first->send(remote::wire::Submit{device, v, {words_part(v)}, {}, {}});
+  REQUIRE(eventually([&] { return control->pending() == 1 && control->calls(fake::Call::Room) >= 2; }, 2000ms));
+
+  SUBCASE("a Stop answers once value 1 ran, value 2 never reaching the device") {
+    first->send(remote::wire::Stop{3, device, "its client stops it"});
+    CHECK(round_trips(*d, 's'));
+    CHECK(!control->stopped());
+    CHECK(control->step() == 1);
+    auto answer = first->next<remote::wire::Reply>();
+    CHECK(answer.request == 3);
+    CHECK(answer.a == 1);
+    CHECK(control->stopped());
+    CHECK(control->stop_reason() == "its client stops it");
+  }
+  SUBCASE("a fault loses the device with its reason") {
+    control->fault("a page fault at 0x1000");
+    auto lost = first->next<remote::wire::Lost>();
+    CHECK(lost.device == device);
+    CHECK(lost.why == "a page fault at 0x1000");
+    CHECK(round_trips(*d, 'f'));
+    CHECK(ran(*control).empty());
+  }
+  SUBCASE("its client's departure stops the device once value 1 ran") {
+    first.reset();
+    REQUIRE(eventually([&] { return served->clients() == 1; }, 2000ms));
+    CHECK(round_trips(*d, 'g'));
+    CHECK(eventually([&] { return control->step() > 0 || control->stopped(); }, 2000ms));
+    CHECK(eventually([&] { return control->stopped(); }, 2000ms));
+    CHECK(control->stop_reason() == "its client let it go");
+  }
+  CHECK(control->calls(fake::Call::Submit) == 1);  // value 2 never reached the device
+  CHECK(ran(*control).size() <= 1);
+  CHECK(control->violations().empty());
+  CHECK(round_trips(*d, 'z'));
+}
+
+TEST_CASE("memory freed while a value that uses it waits for room stays until that value ran") {
+  auto [served, control] = one_entry_agent();
+  RawClient first(served->address());
+  const std::uint32_t device = first.open_device("ONE");
+  const std::uint64_t a = first.alloc(device, 4096), b = first.alloc(device, 4096);
+  first.send(remote::wire::Submit{device, 1, {words_part(1)}, {}, {}});
+  first.send(remote::wire::Submit{device, 2, {copy_part(a, b, 4096)}, {}, {}});
+  REQUIRE(eventually([&] { return control->pending() == 1 && control->calls(fake::Call::Room) >= 2; }, 2000ms));
+  first.send(remote::wire::Free{device, a});
+  first.send(remote::wire::Free{device, b});
+  // The frees wait for value 2, which has not reached the device.
+  first.send(remote::wire::Clock{9});
+  CHECK(first.next<remote::wire::Reply>().request == 9);
+  CHECK(control->live_regions() == 2);
+  CHECK(steps_to(first, *control, 2));
+  CHECK(eventually([&] { return control->live_regions() == 0; }, 2000ms));
+  CHECK(ran(*control) == std::vector<std::uint64_t>{1, 2});
+  CHECK(control->violations().empty());
+}
+
+TEST_CASE("a value that never fits its device's queues loses the device, naming the value and the limit") {
+  auto [served, control] = one_entry_agent();
+  RawClient first(served->address());
+  const std::uint32_t device = first.open_device("ONE");
+  first.send(remote::wire::Submit{device, 1, {words_part(1), words_part(2)}, {}, {}});
+  auto lost = first.next<remote::wire::Lost>();
+  CHECK(lost.device == device);
+  CHECK(lost.why == "value 1 never fits: 2 parts and 0 waits take 2 queue entries, over the 1 its queues grow to");
+  CHECK(control->calls(fake::Call::Submit) == 0);
   CHECK(control->violations().empty());
 }
