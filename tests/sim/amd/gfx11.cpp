@@ -941,14 +941,9 @@ void Runner::flat(Wave& w, const Inst& in) {
         std::uint32_t v = vgpr(w, data + k / 4, l);
         std::memcpy(p + k, &v, std::min<std::uint32_t>(4, bytes - k));
       }
-    } else if (bytes < 4) {
-      std::uint32_t v = 0;
-      std::memcpy(&v, p, bytes);
-      if (op == 17) v = std::uint32_t(std::int32_t(std::int8_t(v)));
-      if (op == 19) v = std::uint32_t(std::int32_t(std::int16_t(v)));
-      vgpr(w, vdst, l) = v;
-    } else {
-      for (std::uint32_t k = 0; k < bytes; k += 4) std::memcpy(&vgpr(w, vdst + k / 4, l), p + k, 4);
+    } else {  // the signed byte and short loads are opcodes 17 and 19
+      load_lane_bytes([&](std::uint32_t k) -> std::uint32_t& { return vgpr(w, vdst + k, l); }, p, bytes,
+                      op == 17 || op == 19);
     }
   }
 }

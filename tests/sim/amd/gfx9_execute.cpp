@@ -1285,15 +1285,9 @@ void Runner::flat(Wave& w, Group& g, const Inst& in) {
 
 void Runner::load_lane(Wave& w, std::uint32_t vdst, int l, const std::byte* p, std::uint32_t bytes,
                        std::uint32_t op) {
-  if (bytes < 4) {
-    std::uint32_t x = 0;
-    std::memcpy(&x, p, bytes);
-    if (op == 17) x = std::uint32_t(std::int32_t(std::int8_t(x)));
-    if (op == 19) x = std::uint32_t(std::int32_t(std::int16_t(x)));
-    vgpr(w, vdst, l) = x;
-  } else {
-    for (std::uint32_t k = 0; k < bytes; k += 4) std::memcpy(&vgpr(w, vdst + k / 4, l), p + k, 4);
-  }
+  // FLAT's and MUBUF's signed byte and short loads are opcodes 17 and 19 alike.
+  load_lane_bytes([&](std::uint32_t k) -> std::uint32_t& { return vgpr(w, vdst + k, l); }, p, bytes,
+                  op == 17 || op == 19);
 }
 
 // MUBUF loads and stores through a buffer resource (V#) in four SGPRs: base in words 0..1

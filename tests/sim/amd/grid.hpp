@@ -1,13 +1,15 @@
 // grid.hpp — what the gfx11 and CDNA interpreters share: how a dispatch ended, the fault an
-// instruction throws to end it, the loop over the groups of its grid, and the bit casts both
-// use.
+// instruction throws to end it, the loop over the groups of its grid, the bit casts both
+// use, and how a load's bytes go into a lane's VGPRs.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <atomic>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace rig::sim::amd {
@@ -30,6 +32,22 @@ inline std::uint32_t reverse_bits(std::uint32_t x) {
 inline float f(std::uint32_t x) { return std::bit_cast<float>(x); }
 inline std::uint32_t u(float x) { return std::bit_cast<std::uint32_t>(x); }
 inline std::int32_t i(std::uint32_t x) { return std::int32_t(x); }
+
+// Puts a load's `bytes` at p into a lane's VGPRs, vgpr(k) being its k-th: a load of under 4
+// bytes fills the first, zero-extended, or sign-extended where `sign` (a signed byte or short
+// load); a longer one 4 bytes a VGPR.
+template <class Vgpr>
+void load_lane_bytes(Vgpr&& vgpr, const std::byte* p, std::uint32_t bytes, bool sign) {
+  if (bytes < 4) {
+    std::uint32_t x = 0;
+    std::memcpy(&x, p, bytes);
+    if (sign && bytes == 1) x = std::uint32_t(std::int32_t(std::int8_t(x)));
+    if (sign && bytes == 2) x = std::uint32_t(std::int32_t(std::int16_t(x)));
+    vgpr(0) = x;
+  } else {
+    for (std::uint32_t k = 0; k < bytes; k += 4) std::memcpy(&vgpr(k / 4), p + k, 4);
+  }
+}
 
 // What ends a dispatch: why, and for an access outside mapped memory (page), its address and
 // whether it was a store.
