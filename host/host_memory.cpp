@@ -151,26 +151,21 @@ constexpr std::uint64_t kBusPage = 4096;
 // nullopt where no mapping starts there.
 std::optional<std::uint64_t> locked_bytes(std::string_view smaps, std::uintptr_t address) {
   const std::string head = fmt::format("{:x}-", address);
-  std::size_t at = 0;
-  while (at < smaps.size()) {
+  bool inside = false;  // past the mapping's own line, among its fields
+  for (std::size_t at = 0; at < smaps.size();) {
     const std::size_t end = std::min(smaps.find('\n', at), smaps.size());
     const std::string_view line = smaps.substr(at, end - at);
     at = end + 1;
-    if (!line.starts_with(head)) continue;
-    while (at < smaps.size()) {  // the mapping's fields, up to the next mapping's line
-      const std::size_t e = std::min(smaps.find('\n', at), smaps.size());
-      const std::string_view field = smaps.substr(at, e - at);
-      at = e + 1;
-      if (field.starts_with("Locked:")) {
-        std::uint64_t kb = 0;
-        const std::string_view digits = field.substr(field.find_first_not_of(" \t", 7));
-        std::from_chars(digits.data(), digits.data() + digits.size(), kb);
-        return kb * 1024;
-      }
+    if (!inside) {
+      inside = line.starts_with(head);
+    } else if (line.starts_with("Locked:")) {  // every mapping lists it
+      std::uint64_t kb = 0;
+      const std::string_view digits = line.substr(line.find_first_not_of(" \t", 7));
+      std::from_chars(digits.data(), digits.data() + digits.size(), kb);
+      return kb * 1024;
     }
-    return 0;
   }
-  return std::nullopt;
+  return inside ? std::optional<std::uint64_t>(0) : std::nullopt;
 }
 
 }  // namespace
