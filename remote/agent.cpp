@@ -48,6 +48,8 @@ constexpr auto kDrainLimit = std::chrono::seconds(10);
 constexpr auto kWatchSlice = std::chrono::milliseconds(20);
 // The most values a submit may come ahead of the next one.
 constexpr std::uint64_t kAheadMost = 1 << 16;
+// The most Data messages one value may bring: far above the ranges rig's copies read.
+constexpr std::size_t kDataMost = 1 << 16;
 // How long a value may wait for room on its device while the device's word stands still
 // before it is found never to fit: the thousand sleeps of kWatchSlice it once had.
 constexpr auto kRoomWaitLimit = 1000 * kWatchSlice;
@@ -67,8 +69,9 @@ bool same_token(std::string_view a, std::string_view b) {
 }
 
 // A region a client holds: memory of the device, or a window of host memory the agent keeps
-// for the client's mapped host memory, whose bytes it gets from the client's memory before a
-// value that reads them and puts back before it reports a value that wrote them (UCX RMA).
+// for the client's mapped host memory, into which the client sends the bytes a value reads
+// before the value and from which the agent sends back what a value wrote before it reports
+// it (Data).
 struct Held {
   edge::Region region;
   std::uint64_t address = 0;
@@ -76,8 +79,6 @@ struct Held {
   std::uint64_t bytes = 0;
   std::byte* window = nullptr;  // the window's memory, or null for device memory
   ucp_mem_h window_memh = nullptr;  // the window's registration
-  std::uint64_t client = 0;         // the client's address of the memory's first byte
-  ucp_rkey_h rkey = nullptr;        // the client's key to it, unpacked for its endpoint
 };
 
 // A function of an image, as a launch names it.
@@ -135,6 +136,11 @@ struct Served {
     std::chrono::steady_clock::time_point until;  // kRoomWaitLimit after the word last moved
   };
   std::optional<Parked> parked;        // the progress thread's
+  // The value whose Submit came before all its Data: handed over once the last is in its
+  // window (the values after it wait in `ahead`). The ranges each value's Data brought so
+  // far, by value.
+  std::optional<wire::Submit> awaiting;
+  std::map<std::uint64_t, std::vector<wire::Range>> landed;
   std::atomic<bool> room_wanted{false};  // parked is set: the watcher wakes the progress thread
   std::thread watcher;
 
@@ -148,7 +154,8 @@ struct Served {
   std::vector<std::int64_t> placed;                // the wire's part → its index in parts, or -1
 
   std::vector<std::byte> reached_bytes;
-  std::vector<ucs_status_ptr_t> rma;  // the report's puts and flush
+  std::vector<ucs_status_ptr_t> sends;  // the report's Data
+  std::vector<std::byte> data_header;
   std::map<std::uint64_t, wire::Submit> ahead;  // values that came before the one after submitted
 };
 
@@ -193,7 +200,10 @@ class AgentImpl final : public Agent {
             clients_[ep].ep = ep;
             client_count_.store(clients_.size());
           },
-          [this] { return report_all(); }});
+          [this] { return report_all(); },
+          [this](ucp_ep_h from, std::span<const std::byte> header, ucx::Payload& bytes) {
+            on_data(from, header, bytes);
+          }});
     } catch (const std::exception& e) {
       return std::unexpected(std::string(e.what()));
     }
@@ -348,6 +358,7 @@ class AgentImpl final : public Agent {
   }
 
   void on(Client&, const wire::Hello&) { drop("a second hello"); }
+  void on(Client&, const wire::Data&) { drop("a data message sent as a plain one, without its bytes"); }
 
   void on(Client& c, const wire::Clock& m) { reply(c, m.request, wire::kOk, {}, rig_now_ns()); }
 
@@ -441,23 +452,16 @@ class AgentImpl final : public Agent {
     if (m.address == 0 || m.address + m.bytes < m.address)
       return reply(c, m.request, wire::kError, fmt::format("{} bytes from address {:#x}, which wrap", m.bytes,
                                                            m.address));
-    auto rkey = worker_->unpack(c.ep, m.rkey);
-    if (!rkey) return reply(c, m.request, wire::kError, rkey.error());
     auto* window = static_cast<std::byte*>(std::aligned_alloc(4096, m.bytes));
-    if (!window) {
-      worker_->destroy(*rkey);
-      return reply(c, m.request, wire::kNone);
-    }
+    if (!window) return reply(c, m.request, wire::kNone);
     auto registration = worker_->register_memory(window, m.bytes);
     if (!registration) {
-      worker_->destroy(*rkey);
       std::free(window);
       return reply(c, m.request, wire::kError, registration.error());
     }
     // Frees what was made for the window, where it goes no further.
     auto undo = [&] {
-      worker_->unregister(registration->memh);
-      worker_->destroy(*rkey);
+      worker_->unregister(*registration);
       std::free(window);
     };
     edge::Mapping answer;
@@ -479,8 +483,7 @@ class AgentImpl final : public Agent {
     const std::uint64_t id = s->next_id++;
     {
       std::lock_guard g(s->mutex);
-      s->regions[id] = Held{*r,      where.address.value_or(0), where.handle, m.bytes, window, registration->memh,
-                            m.address, *rkey};
+      s->regions[id] = Held{*r, where.address.value_or(0), where.handle, m.bytes, window, *registration};
     }
     reply(c, m.request, wire::kOk, {}, id, where.address.value_or(0), 0, m.bytes);
   }
@@ -601,7 +604,9 @@ class AgentImpl final : public Agent {
 
   // The last value of s that came in order: the one parked waiting for room, or else the last
   // handed over. A free or unload waits for it: a parked value's parts name what it holds.
-  static std::uint64_t last_received(const Served& s) { return s.parked ? s.parked->submit.value : s.submitted; }
+  static std::uint64_t last_received(const Served& s) {
+    return s.parked ? s.parked->submit.value : s.awaiting ? s.awaiting->value : s.submitted;
+  }
 
   void on(Client& c, const wire::Submit& m) {
     Served* s = device(c, m.device);
@@ -611,7 +616,7 @@ class AgentImpl final : public Agent {
     // sent later): a value waits for those before it, and for one parked waiting for room.
     if (m.value <= last_received(*s) || m.value > s->submitted + kAheadMost)
       return lose(c, *s, fmt::format("value {} submitted after value {}", m.value, last_received(*s)));
-    if (m.value != s->submitted + 1 || s->parked) {
+    if (m.value != s->submitted + 1 || s->parked || s->awaiting) {
       s->ahead.emplace(m.value, m);
       return;
     }
@@ -621,7 +626,7 @@ class AgentImpl final : public Agent {
 
   // Hands over the values that came ahead, in order, until one is missing or parks.
   void hand_over_ahead(Client& c, Served& s) {
-    for (auto it = s.ahead.find(s.submitted + 1); it != s.ahead.end() && !s.lost && !s.parked;
+    for (auto it = s.ahead.find(s.submitted + 1); it != s.ahead.end() && !s.lost && !s.parked && !s.awaiting;
          it = s.ahead.find(s.submitted + 1)) {
       wire::Submit next = std::move(it->second);
       s.ahead.erase(it);
@@ -646,18 +651,19 @@ class AgentImpl final : public Agent {
   }
 
   // Hands value m.value, the one after s's last, to the device: once its parts are checked and
-  // the bytes they read got from the client's memory, at once if room fits, else once room
-  // frees (s.parked, retried from the idle rounds).
+  // the bytes they read are in their windows (else it waits in s.awaiting for their Data), at
+  // once if room fits, else once room frees (s.parked, retried from the idle rounds).
   void hand_over(Client& c, Served& s, const wire::Submit& m) {
     if (!admit(c, s, m)) return;
-    // The bytes its parts read of the client's memory: one get each, all in flight at once.
-    rma_.clear();
-    for (const auto& u : m.uploads) {
-      const Held& w = s.regions.at(u.region);
-      rma_.push_back(worker_->get(s.ep, w.window + u.offset, u.length, w.client + u.offset, w.rkey, w.window_memh));
+    switch (landed(c, s, m)) {
+      case Landed::Waiting:
+        s.awaiting = m;
+        return;
+      case Landed::Lost:
+        return;
+      case Landed::All:
+        break;
     }
-    if (auto failed = finish_all(rma_))
-      return lose(c, s, fmt::format("value {}: getting the client's memory failed: {}", m.value, *failed));
     switch (make_room(c, s, m.value)) {
       case Room::Fits:
         return give(c, s, m);
@@ -670,6 +676,66 @@ class AgentImpl final : public Agent {
       }
       case Room::Lost:
         return;
+    }
+  }
+
+  enum class Landed { All, Waiting, Lost };
+
+  // Whether the Data of m's uploads are all in their windows: All (their records dropped),
+  // Waiting while some have not come, Lost (the device lost) where the Data that came are
+  // not m's uploads.
+  Landed landed(Client& c, Served& s, const wire::Submit& m) {
+    auto it = s.landed.find(m.value);
+    std::vector<wire::Range> got = it == s.landed.end() ? std::vector<wire::Range>{} : it->second;
+    if (got.size() < m.uploads.size()) return Landed::Waiting;
+    std::vector<wire::Range> wanted = m.uploads;
+    auto order = [](const wire::Range& a, const wire::Range& b) {
+      return std::tie(a.region, a.offset, a.length) < std::tie(b.region, b.offset, b.length);
+    };
+    std::sort(got.begin(), got.end(), order);
+    std::sort(wanted.begin(), wanted.end(), order);
+    if (it != s.landed.end()) s.landed.erase(it);
+    if (got != wanted) {
+      lose(c, s, fmt::format("value {}: its Data are not the ranges of mapped host memory its parts read", m.value));
+      return Landed::Lost;
+    }
+    return Landed::All;
+  }
+
+  // A Data message from the client at `from`: bytes of a window for a value not yet handed
+  // over, taken straight into the window; the value waiting for them is handed over once the
+  // last one is in. Anything else loses the device (or, before the token, is dropped).
+  void on_data(ucp_ep_h from, std::span<const std::byte> header, ucx::Payload& bytes) {
+    auto it = clients_.find(from);
+    if (it == clients_.end() || !it->second.admitted) return worker_->drop(bytes), drop("data before the token");
+    Client& c = it->second;
+    auto decoded = wire::decode(header);
+    auto* d = decoded ? std::get_if<wire::Data>(&*decoded) : nullptr;
+    if (!d) return worker_->drop(bytes), drop(decoded ? "a data message whose header is no Data" : decoded.error());
+    Served* s = device(c, d->device);
+    if (!s || s->lost || s->stopped) return worker_->drop(bytes);
+    const Held* w = window(*s, d->region, d->offset, d->length);
+    if (!w || bytes.length() != d->length) {
+      worker_->drop(bytes);
+      return lose(c, *s, fmt::format("value {}: Data outside what the client mapped", d->value));
+    }
+    if (d->value <= last_received(*s) && !(s->awaiting && s->awaiting->value == d->value)) {
+      worker_->drop(bytes);
+      return lose(c, *s, fmt::format("value {}: Data after the value was handed over", d->value));
+    }
+    auto& records = s->landed[d->value];
+    if (d->value > s->submitted + kAheadMost || records.size() >= kDataMost) {
+      worker_->drop(bytes);
+      return lose(c, *s, fmt::format("value {}: Data too far ahead, or too many", d->value));
+    }
+    if (const ucs_status_t st = worker_->take(bytes, w->window + d->offset, w->window_memh); st != UCS_OK)
+      return lose(c, *s, fmt::format("value {}: taking the client's bytes failed: {}", d->value, ucx::status_text(st)));
+    records.push_back({d->region, d->offset, d->length});
+    if (s->awaiting && s->awaiting->value == d->value) {
+      wire::Submit m = std::move(*s->awaiting);
+      s->awaiting.reset();
+      hand_over(c, *s, m);
+      hand_over_ahead(c, *s);
     }
   }
 
@@ -816,11 +882,11 @@ class AgentImpl final : public Agent {
     reply(c, request, wire::kOk, {}, sent);
   }
 
-  // Finishes the RMA requests: UCX's reason for the first that failed, or nullopt.
-  std::optional<std::string> finish_all(std::vector<ucs_status_ptr_t>& requests) {
+  // Finishes the requests w started: UCX's reason for the first that failed, or nullopt.
+  static std::optional<std::string> finish_all(ucx::Worker& w, std::vector<ucs_status_ptr_t>& requests) {
     std::optional<std::string> failed;
     for (auto r : requests)
-      if (const ucs_status_t st = worker_->finish(r); st != UCS_OK && !failed) failed = ucx::status_text(st);
+      if (const ucs_status_t st = w.finish(r); st != UCS_OK && !failed) failed = ucx::status_text(st);
     requests.clear();
     return failed;
   }
@@ -964,7 +1030,6 @@ class AgentImpl final : public Agent {
     s.driver->free(it->second.region);
     if (it->second.window) {
       worker_->unregister(it->second.window_memh);
-      worker_->destroy(it->second.rkey);
       std::free(it->second.window);
     } else {
       held_ -= it->second.bytes;
@@ -1019,25 +1084,23 @@ class AgentImpl final : public Agent {
       std::lock_guard g(s.mutex);
       for (auto it = s.times.begin(); it != s.times.end() && it->first <= w; it = s.times.erase(it))
         r.times.push_back({it->first, it->second[0], it->second[1]});
-      s.rma.clear();
+      s.sends.clear();
       for (auto it = s.downloads.begin(); it != s.downloads.end() && it->first <= w;) {
         for (const auto& d : it->second) {
           const Held& h = s.regions.at(d.region);  // checked at submit; freed only once sent
-          s.rma.push_back(
-              s.worker->put(s.ep, h.window + d.offset, d.length, h.client + d.offset, h.rkey, h.window_memh));
+          wire::encode(wire::Data{s.id, it->first, d.region, d.offset, d.length}, s.data_header);
+          s.sends.push_back(s.worker->send_data(s.ep, s.data_header, h.window + d.offset, d.length, h.window_memh));
         }
         it = s.downloads.erase(it);
       }
-      if (!s.rma.empty()) {
-        s.rma.push_back(s.worker->flush(s.ep));
-        std::optional<std::string> failed;
-        for (auto q : s.rma)
-          if (const ucs_status_t st = s.worker->finish(q); st != UCS_OK && !failed) failed = ucx::status_text(st);
-        s.rma.clear();
+      if (!s.sends.empty()) {
+        // By rendezvous a send is done once the client took its bytes: the Reached after
+        // them finds them in its memory.
+        const std::optional<std::string> failed = finish_all(*s.worker, s.sends);
         if (failed) {
           // The client cannot see those bytes: its device is lost, not its word raised.
           if (!s.lost.exchange(true)) {
-            wire::encode(wire::Lost{s.id, fmt::format("putting value {}'s bytes into the client's memory failed: {}",
+            wire::encode(wire::Lost{s.id, fmt::format("sending value {}'s bytes into the client's memory failed: {}",
                                                       w, *failed)},
                          s.reached_bytes);
             s.worker->send(s.ep, s.reached_bytes);
@@ -1133,7 +1196,6 @@ class AgentImpl final : public Agent {
   std::unique_ptr<ucx::Worker> worker_;
   std::map<ucp_ep_h, Client> clients_;  // the progress thread's
   std::vector<std::byte> out_;
-  std::vector<ucs_status_ptr_t> rma_;  // a submit's gets
   std::mutex reap_mutex_;
   std::condition_variable reap_cv_;
   std::deque<Reaping> reaping_;

@@ -74,7 +74,8 @@ class Connection {
           [this](ucp_ep_h, ucs_status_t st) {
             lose(fmt::format("connection to {} lost: {}", address_, ucx::status_text(st)));
           },
-          [](ucp_ep_h) {}, {}});
+          [](ucp_ep_h) {}, {},
+          [this](ucp_ep_h, std::span<const std::byte> header, ucx::Payload& bytes) { on_data(header, bytes); }});
     } catch (const std::exception& e) {
       return std::unexpected(fmt::format("{}: {}", address_, e.what()));
     }
@@ -119,6 +120,14 @@ class Connection {
     worker_->send(ep_, out);
   }
 
+  // Sends d with its d.length bytes from `bytes` (registered by memh), not waiting: the
+  // agent takes them before it hands d's value over, which it reports only after.
+  void send_data(const wire::Data& d, const void* bytes, ucp_mem_h memh) {
+    thread_local std::vector<std::byte> out;
+    wire::encode(d, out);
+    worker_->forget(worker_->send_data(ep_, out, bytes, std::size_t(d.length), memh));
+  }
+
   // Sends a request and waits for its answer (Opened or Reply); Fault once the connection
   // is lost or the agent does not answer.
   template <class T>
@@ -161,6 +170,7 @@ class Connection {
 
  private:
   void on_message(std::span<const std::byte> bytes);
+  void on_data(std::span<const std::byte> header, ucx::Payload& bytes);
   void lose(std::string why);
 
   std::string address_;
@@ -208,7 +218,7 @@ struct Region {
   std::uint64_t bytes = 0;
   std::byte* host = nullptr;  // mapped host memory; null for device memory
   bool pinned = false;        // host memory of its own (Pinned), freed with it
-  ucp_mem_h memh = nullptr;   // mapped host memory's registration for the agent's RMA
+  ucp_mem_h memh = nullptr;   // mapped host memory's registration, for its Data
 };
 
 struct EntryRecord {
@@ -268,9 +278,8 @@ class RemoteDevice final : public edge::Driver {
     return edge::Region{std::uintptr_t(r.a)};
   }
 
-  // rig frees a region once the values that use it are reached, and the agent's puts to
-  // mapped host memory are done before the value that made them is: no RMA is in flight
-  // on the registration it drops.
+  // rig frees a region once the values that use it are reached, and the Data of a value are
+  // taken before the value is: none is in flight on the registration it drops.
   void free(edge::Region region) override {
     std::byte* owned = nullptr;
     ucp_mem_h memh = nullptr;
@@ -296,7 +305,8 @@ class RemoteDevice final : public edge::Driver {
     return edge::Location{r.address, host, std::intptr_t(region.id)};
   }
 
-  // Registers the memory with UCX and sends its key: the agent gets and puts its bytes.
+  // Registers the memory with UCX, so that its bytes are sent and taken without a copy, and
+  // has the agent make a window for it.
   edge::Mapping map_host(std::uintptr_t host, std::size_t bytes) override {
     auto m = mapped(reinterpret_cast<std::byte*>(host), bytes, false);
     if (!m) return edge::NoRoom{};
@@ -432,8 +442,49 @@ class RemoteDevice final : public edge::Driver {
       std::lock_guard g(c_->mutex());
       timed_[v] = times;
     }
+    // The bytes the parts read, each range a Data ahead of the value (the agent hands the
+    // value over once all are in their windows).
+    for (const auto& u : submit_.uploads) {
+      const std::byte* from = nullptr;
+      ucp_mem_h memh = nullptr;
+      {
+        std::lock_guard g(regions_mutex_);
+        const Region& r = regions_.at(u.region);
+        from = r.host + u.offset;
+        memh = r.memh;
+      }
+      c_->send_data(wire::Data{id_, v, u.region, u.offset, u.length}, from, memh);
+    }
     c_->send(submit_);
     return RIG_COMMITTED;
+  }
+
+  // Takes a Data of the agent's, the bytes a value wrote to mapped host memory, into that
+  // memory (the progress thread's, or a polling waiter's): a range outside what this side
+  // mapped loses the device, the bytes dropped.
+  void take(const wire::Data& d, ucx::Payload& bytes) {
+    std::byte* into = nullptr;
+    ucp_mem_h memh = nullptr;
+    {
+      std::lock_guard g(regions_mutex_);
+      auto it = regions_.find(d.region);
+      if (it != regions_.end() && it->second.host && d.offset <= it->second.bytes &&
+          d.length <= it->second.bytes - d.offset && bytes.length() == d.length) {
+        into = it->second.host + d.offset;
+        memh = it->second.memh;
+      }
+    }
+    if (!into) {
+      c_->worker().drop(bytes);
+      std::lock_guard g(c_->mutex());
+      lose(fmt::format("{}: the agent sent value {}'s bytes for memory outside what it mapped", name_, d.value));
+      return c_->cv().notify_all();
+    }
+    if (const ucs_status_t st = c_->worker().take(bytes, into, memh); st != UCS_OK) {
+      std::lock_guard g(c_->mutex());
+      lose(fmt::format("{}: taking value {}'s bytes failed: {}", name_, d.value, ucx::status_text(st)));
+      c_->cv().notify_all();
+    }
   }
 
   int commit(const char** failure) {
@@ -505,20 +556,19 @@ class RemoteDevice final : public edge::Driver {
     if (!registration) return std::nullopt;
     wire::Reply r;
     try {
-      r = reply(c_->request(wire::MapHost{0, id_, bytes, reinterpret_cast<std::uint64_t>(host),
-                                          std::move(registration->rkey)}));
+      r = reply(c_->request(wire::MapHost{0, id_, bytes, reinterpret_cast<std::uint64_t>(host)}));
     } catch (...) {
-      c_->worker().unregister(registration->memh);
+      c_->worker().unregister(*registration);
       throw;
     }
     if (r.status != wire::kOk) {
-      c_->worker().unregister(registration->memh);
+      c_->worker().unregister(*registration);
       if (r.status == wire::kNone) return std::nullopt;
       if (refused) *refused = r.why;
       return 0;
     }
     std::lock_guard g(regions_mutex_);
-    regions_[r.a] = Region{r.b, bytes, host, pinned, registration->memh};
+    regions_[r.a] = Region{r.b, bytes, host, pinned, *registration};
     by_address_[r.b] = r.a;
     return r.a;
   }
@@ -682,6 +732,24 @@ void Connection::on_message(std::span<const std::byte> bytes) {
     if (auto it = devices_.find(lost->device); it != devices_.end()) it->second->lose(lost->why);
   }
   cv_.notify_all();
+}
+
+void Connection::on_data(std::span<const std::byte> header, ucx::Payload& bytes) {
+  auto decoded = wire::decode(header);
+  auto* d = decoded ? std::get_if<wire::Data>(&*decoded) : nullptr;
+  if (!d) {
+    worker_->drop(bytes);
+    return lose(fmt::format("{} sent a malformed data message: {}", address_,
+                            decoded ? "its header is no Data" : decoded.error()));
+  }
+  RemoteDevice* device = nullptr;
+  {
+    std::lock_guard g(mutex_);
+    if (auto it = devices_.find(d->device); it != devices_.end()) device = it->second;
+  }
+  // A device this side let go: its memory is no longer there to take the bytes.
+  if (!device) return worker_->drop(bytes);
+  device->take(*d, bytes);
 }
 
 void Connection::lose(std::string why) {

@@ -23,6 +23,8 @@ namespace {
 
 // The one active-message id the protocol uses: every message carries its type itself.
 constexpr unsigned kMessageId = 17;
+// The active message id of data messages: a protocol message as the header, bytes as the data.
+constexpr unsigned kDataId = 18;
 // How long the progress thread spins after an event before it sleeps on the event fd: a
 // round trip's next message usually comes within it, and a sleep's wake-up costs tens of
 // microseconds on these machines (DESIGN.md). The first part is pure pauses, the rest
@@ -63,10 +65,15 @@ struct Worker::Buffer {
 
 // What UCX's callbacks delivered, handed to the handlers after ucp_worker_progress returns.
 struct Worker::Event {
-  enum Kind { Message, Error, Accepted } kind = Message;
+  enum Kind { Message, Error, Accepted, Data };
+  Event(Kind k, ucp_ep_h from, std::unique_ptr<Buffer> bytes, ucs_status_t st = UCS_OK)
+      : kind(k), ep(from), message(std::move(bytes)), status(st) {}
+  Kind kind = Message;
   ucp_ep_h ep = nullptr;
-  std::unique_ptr<Buffer> message;  // a Message's bytes
+  std::unique_ptr<Buffer> message;  // a Message's bytes; a Data's header, then its eager bytes
   ucs_status_t status = UCS_OK;
+  std::size_t header = 0;  // a Data's header bytes
+  Payload payload;         // a Data's bytes (its eager ones point into message)
 };
 
 std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
@@ -134,6 +141,9 @@ Worker::Worker(Handlers handlers) : handlers_(std::move(handlers)) {
   am.arg = this;
   am.flags = UCP_AM_FLAG_WHOLE_MSG;
   if (st == UCS_OK) st = ucp_worker_set_am_recv_handler(worker_, &am);
+  am.id = kDataId;
+  am.cb = &Worker::on_data;
+  if (st == UCS_OK) st = ucp_worker_set_am_recv_handler(worker_, &am);
   if (st != UCS_OK) {
     ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
@@ -153,7 +163,11 @@ Worker::~Worker() {
   }
   {
     std::lock_guard g(inbox_mutex_);
+    for (auto& e : inbox_)
+      if (e.kind == Event::Data) drop(e.payload);
     inbox_.clear();
+    for (auto r : forgotten_) ucp_request_free(r);
+    forgotten_.clear();
   }
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
@@ -293,6 +307,82 @@ ucs_status_t Worker::on_message(void* arg, const void*, std::size_t, void* data,
   return UCS_OK;
 }
 
+ucs_status_t Worker::on_data(void* arg, const void* header, std::size_t header_length, void* data,
+                             std::size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Worker*>(arg);
+  ucp_ep_h from = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
+  const bool rendezvous = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+  auto b = self->buffer();
+  const auto* h = static_cast<const std::byte*>(header);
+  b->bytes.assign(h, h + header_length);
+  // Bytes that came with the header live only in this callback: kept beside it.
+  if (!rendezvous) b->bytes.insert(b->bytes.end(), static_cast<const std::byte*>(data),
+                                   static_cast<const std::byte*>(data) + length);
+  Event e{Event::Data, from, std::move(b)};
+  e.header = header_length;
+  e.payload.length_ = length;
+  if (rendezvous)
+    e.payload.desc_ = data;
+  else
+    e.payload.eager_ = e.message->bytes.data() + header_length;
+  self->deliver(std::move(e));
+  return rendezvous ? UCS_INPROGRESS : UCS_OK;
+}
+
+ucs_status_ptr_t Worker::send_data(ucp_ep_h ep, std::span<const std::byte> header, const void* bytes,
+                                   std::size_t length, ucp_mem_h memh) {
+  auto b = buffer();
+  b->bytes.assign(header.begin(), header.end());
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV;
+  if (memh) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh;
+  }
+  p.cb.send = &Worker::on_data_sent;
+  p.user_data = b.get();
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep, kDataId, b->bytes.data(), b->bytes.size(), bytes, length, &p);
+  if (UCS_PTR_IS_PTR(r)) {
+    b.release();  // on_data_sent gives it back; the request is the caller's
+    ucp_worker_signal(worker_);
+  } else {
+    give_back(b.release());
+  }
+  return r;
+}
+
+void Worker::on_data_sent(void*, ucs_status_t, void* user_data) {
+  auto* b = static_cast<Buffer*>(user_data);
+  b->worker->give_back(b);
+}
+
+void Worker::forget(ucs_status_ptr_t request) {
+  if (!UCS_PTR_IS_PTR(request)) return;
+  std::lock_guard g(inbox_mutex_);
+  forgotten_.push_back(request);
+}
+
+ucs_status_t Worker::take(Payload& payload, void* into, ucp_mem_h memh) {
+  payload.settled_ = true;
+  if (!payload.desc_) {
+    if (payload.length_) std::memcpy(into, payload.eager_, payload.length_);
+    return UCS_OK;
+  }
+  ucp_request_param_t p{};
+  if (memh) {
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh;
+  }
+  return finish(ucp_am_recv_data_nbx(worker_, payload.desc_, into, payload.length_, &p));
+}
+
+void Worker::drop(Payload& payload) {
+  if (payload.settled_) return;
+  payload.settled_ = true;
+  if (payload.desc_) ucp_am_data_release(worker_, payload.desc_);
+}
+
 void Worker::on_rendezvous(void* request, ucs_status_t status, std::size_t, void* user_data) {
   auto* b = static_cast<Buffer*>(user_data);
   Worker* self = b->worker;
@@ -329,11 +419,22 @@ unsigned Worker::turn() {
   const unsigned events = ucp_worker_progress(worker_);
   {
     std::lock_guard g(inbox_mutex_);
+    // Sends let go of complete on their own: the done ones are freed.
+    std::erase_if(forgotten_, [](ucs_status_ptr_t r) {
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+      ucp_request_free(r);
+      return true;
+    });
     if (inbox_.empty()) return events;
     handing_.swap(inbox_);
   }
   for (auto& e : handing_) {
-    if (!muted_.load(std::memory_order_relaxed)) {
+    const bool muted = muted_.load(std::memory_order_relaxed);
+    if (e.kind == Event::Data) {
+      if (!muted && handlers_.data)
+        handlers_.data(e.ep, std::span(e.message->bytes).first(e.header), e.payload);
+      drop(e.payload);  // what the handler neither took nor dropped
+    } else if (!muted) {
       if (e.kind == Event::Message)
         handlers_.message(e.ep, e.message->bytes);
       else if (e.kind == Event::Error)
@@ -373,70 +474,19 @@ void Worker::mute() {
   muted_.store(true);
 }
 
-Result<Worker::Registration> Worker::register_memory(void* address, std::size_t bytes) {
+Result<ucp_mem_h> Worker::register_memory(void* address, std::size_t bytes) {
   ucp_mem_map_params_t mp{};
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
   mp.address = address;
   mp.length = bytes;
-  Registration r;
-  ucs_status_t st = ucp_mem_map(context_, &mp, &r.memh);
+  ucp_mem_h memh = nullptr;
+  const ucs_status_t st = ucp_mem_map(context_, &mp, &memh);
   if (st != UCS_OK) return std::unexpected(fmt::format("UCX cannot register {} bytes: {}", bytes, status_text(st)));
-  void* packed = nullptr;
-  std::size_t length = 0;
-  st = ucp_rkey_pack(context_, r.memh, &packed, &length);
-  if (st != UCS_OK) {
-    ucp_mem_unmap(context_, r.memh);
-    return std::unexpected(fmt::format("UCX cannot pack the key of {} bytes: {}", bytes, status_text(st)));
-  }
-  const auto* p = static_cast<const std::byte*>(packed);
-  r.rkey.assign(p, p + length);
-  ucp_rkey_buffer_release(packed);
-  return r;
+  return memh;
 }
 
 void Worker::unregister(ucp_mem_h memh) {
   if (memh) ucp_mem_unmap(context_, memh);
-}
-
-Result<ucp_rkey_h> Worker::unpack(ucp_ep_h ep, std::span<const std::byte> rkey) {
-  ucp_rkey_h out = nullptr;
-  const ucs_status_t st = ucp_ep_rkey_unpack(ep, rkey.data(), &out);
-  if (st != UCS_OK) return std::unexpected(fmt::format("a remote key UCX cannot unpack: {}", status_text(st)));
-  return out;
-}
-
-void Worker::destroy(ucp_rkey_h rkey) {
-  if (rkey) ucp_rkey_destroy(rkey);
-}
-
-namespace {
-
-ucp_request_param_t rma_param(ucp_mem_h memh) {
-  ucp_request_param_t p{};
-  if (memh) {
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
-    p.memh = memh;
-  }
-  return p;
-}
-
-}  // namespace
-
-ucs_status_ptr_t Worker::put(ucp_ep_h ep, const void* local, std::size_t bytes, std::uint64_t remote,
-                             ucp_rkey_h rkey, ucp_mem_h memh) {
-  const ucp_request_param_t p = rma_param(memh);
-  return ucp_put_nbx(ep, local, bytes, remote, rkey, &p);
-}
-
-ucs_status_ptr_t Worker::get(ucp_ep_h ep, void* local, std::size_t bytes, std::uint64_t remote, ucp_rkey_h rkey,
-                             ucp_mem_h memh) {
-  const ucp_request_param_t p = rma_param(memh);
-  return ucp_get_nbx(ep, local, bytes, remote, rkey, &p);
-}
-
-ucs_status_ptr_t Worker::flush(ucp_ep_h ep) {
-  const ucp_request_param_t p{};
-  return ucp_ep_flush_nbx(ep, &p);
 }
 
 ucs_status_t Worker::finish(ucs_status_ptr_t request) {

@@ -31,6 +31,20 @@ struct Address {
 };
 Result<Address> parse_address(std::string_view address);
 
+// The bytes of a data message, as UCX holds them for its handler: taken into their place by
+// Worker::take, or let go by Worker::drop.
+class Payload {
+ public:
+  std::size_t length() const { return length_; }
+
+ private:
+  friend class Worker;
+  void* desc_ = nullptr;                  // a rendezvous's descriptor: UCX fetches the bytes
+  const std::byte* eager_ = nullptr;      // bytes that came with the header
+  std::size_t length_ = 0;
+  bool settled_ = false;                  // taken or dropped
+};
+
 // What a worker tells its owner. The handlers run one at a time, in the order UCX delivered
 // the events, on whichever thread holds the worker's turn (its progress thread, or a thread
 // in poll()), outside UCX's own callbacks: they may send, close endpoints and block.
@@ -45,7 +59,12 @@ struct Handlers {
   // true if it did something, which keeps the thread spinning. The agent sends Reached
   // from it, so that a value reached while the thread spins needs no other thread.
   std::function<bool()> idle;
+  // A data message from `from`: its header (a protocol message) and its bytes, which wait in
+  // UCX until the handler takes them (Worker::take) or lets them go (Worker::drop); one of
+  // the two must be called before the handler returns.
+  std::function<void(ucp_ep_h from, std::span<const std::byte> header, Payload& bytes)> data;
 };
+
 
 // A UCX context and worker, and the thread that progresses it: it spins for a short while
 // after each event, then sleeps on the worker's event fd until UCX or a send wakes it. The
@@ -54,7 +73,7 @@ struct Handlers {
 class Worker {
  public:
   // Made with the keepalive that notices a dead peer within 2 s (UCX_KEEPALIVE_INTERVAL may
-  // override it), for active messages and for puts and gets on registered memory; throws
+  // override it), for active messages (a large one by rendezvous, over UCX's RMA lanes); throws
   // std::runtime_error with UCX's reason when UCX cannot start.
   explicit Worker(Handlers handlers);
   ~Worker();
@@ -98,29 +117,31 @@ class Worker {
   // comma-separated and each once.
   std::string transports(ucp_ep_h ep);
 
-  // --- RMA on registered memory ---
+  // --- bytes beside a message ---
 
-  // `bytes` of this process's memory from `address`, registered with UCX, and its packed
-  // remote key, which a peer unpacks to get and put those bytes; Error with UCX's reason.
-  struct Registration {
-    ucp_mem_h memh = nullptr;
-    std::vector<std::byte> rkey;
-  };
-  Result<Registration> register_memory(void* address, std::size_t bytes);
+  // Sends `header` (a protocol message) with `length` bytes from `bytes` as their data, by
+  // rendezvous: the receiver takes them straight into their place, zero-copy from `memh`'s
+  // registered memory where the transport can. The header is copied; the bytes must stay
+  // as they are until the receiver took them. Started, not finished: finish() waits, or
+  // forget() leaves the request to complete on its own. Null where it finished at once.
+  ucs_status_ptr_t send_data(ucp_ep_h ep, std::span<const std::byte> header, const void* bytes, std::size_t length,
+                             ucp_mem_h memh);
+  // Lets a started request complete on its own (its header's buffer goes back then).
+  void forget(ucs_status_ptr_t request);
+  // Takes a data message's bytes into `into` (payload.length() of them; `memh` registers
+  // that memory, or null), progressing the worker on this thread until they are there:
+  // UCS_OK or UCX's error. Handlers call it.
+  ucs_status_t take(Payload& payload, void* into, ucp_mem_h memh);
+  // Lets a data message's bytes go untaken.
+  void drop(Payload& payload);
+
+  // --- registered memory ---
+
+  // `bytes` of this process's memory from `address`, registered with UCX (ucp_mem_map), so
+  // that data messages send from it and take into it without registering it each time:
+  // the registration, or Error with UCX's reason.
+  Result<ucp_mem_h> register_memory(void* address, std::size_t bytes);
   void unregister(ucp_mem_h memh);
-  // A peer's packed remote key, unpacked for its endpoint `ep`; Error with UCX's reason.
-  Result<ucp_rkey_h> unpack(ucp_ep_h ep, std::span<const std::byte> rkey);
-  void destroy(ucp_rkey_h rkey);
-  // One put (local → the peer's `remote`) or get (the peer's `remote` → local) of `bytes`
-  // through `rkey`, with `memh` registering the local end (or null). Large transfers go by
-  // rendezvous, zero-copy where the transport can. Started, not finished: finish() waits.
-  ucs_status_ptr_t put(ucp_ep_h ep, const void* local, std::size_t bytes, std::uint64_t remote, ucp_rkey_h rkey,
-                       ucp_mem_h memh);
-  ucs_status_ptr_t get(ucp_ep_h ep, void* local, std::size_t bytes, std::uint64_t remote, ucp_rkey_h rkey,
-                       ucp_mem_h memh);
-  // Completes the endpoint's puts at the peer (ucp_ep_flush_nbx): a message sent after it
-  // arrives after their bytes. Started, not finished.
-  ucs_status_ptr_t flush(ucp_ep_h ep);
   // Progresses the worker on this thread until `request` is done, and frees it: UCS_OK or
   // UCX's error. Not from inside UCX's callbacks (handlers may call it). A thread that does
   // not hold the worker's turn progresses only while it holds it, a round at a time, so that
@@ -136,6 +157,9 @@ class Worker {
                                  std::size_t length, const ucp_am_recv_param_t* param);
   static void on_rendezvous(void* request, ucs_status_t status, std::size_t length, void* user_data);
   static void on_sent(void* request, ucs_status_t status, void* user_data);
+  static void on_data_sent(void* request, ucs_status_t status, void* user_data);
+  static ucs_status_t on_data(void* arg, const void* header, std::size_t header_length, void* data,
+                              std::size_t length, const ucp_am_recv_param_t* param);
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   static void on_connection(ucp_conn_request_h request, void* arg);
   void progress();
@@ -164,6 +188,7 @@ class Worker {
   std::mutex inbox_mutex_;
   std::vector<Event> inbox_;    // delivered by UCX's callbacks, not yet handed over
   std::vector<Event> handing_;  // being handed over (turn_)
+  std::vector<ucs_status_ptr_t> forgotten_;  // sends let go of (inbox_mutex_)
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Buffer>> pool_;  // send buffers no send holds
   std::atomic<int> pollers_{0};  // threads holding a Polling

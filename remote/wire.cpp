@@ -225,7 +225,6 @@ void fields(IO& io, M& x) {
     io(x.device, "device");
     io(x.bytes, "bytes");
     io(x.address, "address");
-    io.bytes(x.rkey, "rkey", kRkeyMax);
   } else if constexpr (std::is_same_v<T, Image>) {
     io(x.request, "request");
     io(x.device, "device");
@@ -298,6 +297,12 @@ void fields(IO& io, M& x) {
   } else if constexpr (std::is_same_v<T, Lost>) {
     io(x.device, "device");
     io(x.why, "why");
+  } else if constexpr (std::is_same_v<T, Data>) {
+    io(x.device, "device");
+    io(x.value, "value");
+    io(x.region, "region");
+    io(x.offset, "offset");
+    io(x.length, "length");
   }
 }
 
@@ -305,7 +310,7 @@ void fields(IO& io, M& x) {
 constexpr Type kTypes[] = {Type::Hello,  Type::Open,   Type::Alloc,   Type::Free,   Type::MapHost, Type::Image,
                            Type::Entry,  Type::Unload, Type::Room,    Type::Submit, Type::Commit,  Type::Grow,
                            Type::Stop,   Type::Close,  Type::Clock,   Type::Welcome, Type::Opened, Type::Reply,
-                           Type::Reached, Type::Lost};
+                           Type::Reached, Type::Lost, Type::Data};
 static_assert(std::size(kTypes) == std::variant_size_v<Message>);
 
 template <class T, std::size_t I = 0>
@@ -353,6 +358,7 @@ const char* type_name(std::uint16_t type) {
     case Type::Reply: return "reply";
     case Type::Reached: return "reached";
     case Type::Lost: return "lost";
+    case Type::Data: return "data";
   }
   return "unknown";
 }
@@ -391,6 +397,7 @@ RIG_WIRE_ENCODE(Opened)
 RIG_WIRE_ENCODE(Reply)
 RIG_WIRE_ENCODE(Reached)
 RIG_WIRE_ENCODE(Lost)
+RIG_WIRE_ENCODE(Data)
 #undef RIG_WIRE_ENCODE
 
 void encode(const Message& m, std::vector<std::byte>& out) {

@@ -26,17 +26,15 @@ namespace rig::remote::wire {
 // "RIGW" read as a little-endian u32.
 inline constexpr std::uint32_t kMagic = 0x57474952;
 // The protocol's version: an agent answers a Hello of another version with a refusal.
-// Version 2: mapped host memory travels by UCX RMA (MapHost carries its key), not inside
-// Submit and Reached.
-inline constexpr std::uint16_t kVersion = 2;
+// Version 3: the bytes of mapped host memory travel as Data messages beside Submit and
+// Reached (the active message's data, by rendezvous), not by RMA through a key MapHost sent.
+inline constexpr std::uint16_t kVersion = 3;
 // Bytes of the header before the body.
 inline constexpr std::size_t kHeaderBytes = 12;
 // The most bytes of a token a Hello carries.
 inline constexpr std::size_t kTokenMax = 4096;
 // The most bytes of a name or a reason a message carries.
 inline constexpr std::size_t kTextMax = 4096;
-// The most bytes of a packed remote key (ucp_rkey_pack) a MapHost carries.
-inline constexpr std::size_t kRkeyMax = 4096;
 
 enum class Type : std::uint16_t {
   // client → agent
@@ -44,7 +42,7 @@ enum class Type : std::uint16_t {
   Open = 2,     // open a device of the agent's: replied Opened
   Alloc = 3,    // replied Reply (region, address, handle)
   Free = 4,     // no reply
-  MapHost = 5,  // the client's host memory, registered for RMA: replied Reply (region, address, handle)
+  MapHost = 5,  // the client's host memory, mirrored by a window on the agent: replied Reply (region, address, handle)
   Image = 6,    // a binary: replied Reply (image) or an error
   Entry = 7,    // a function of an image: replied Reply (entry, code, params, threads) or absent
   Unload = 8,   // no reply
@@ -61,6 +59,8 @@ enum class Type : std::uint16_t {
   Reply = 22,    // the answer to a request, by its number
   Reached = 23,  // a device's word moved (what its work wrote to mapped host memory is there)
   Lost = 24,     // a device was lost on the agent's side
+  // both ways
+  Data = 25,  // bytes of mapped host memory beside it: the client's before a Submit, the agent's before a Reached
 };
 
 // The name of a type ("submit"), or "unknown".
@@ -90,14 +90,14 @@ struct Free {
   std::uint64_t region = 0;
 };
 
-// `bytes` of the client's host memory from `address`, registered with UCX (ucp_mem_map):
-// `rkey` is its packed remote key, through which the agent gets and puts those bytes only.
+// `bytes` of the client's host memory from `address`: the agent keeps a window of as many
+// bytes, which its device maps, and the two sides send each other the ranges of it that
+// values read and write (Data).
 struct MapHost {
   std::uint64_t request = 0;
   std::uint32_t device = 0;
   std::uint64_t bytes = 0;
   std::uint64_t address = 0;
-  std::vector<std::byte> rkey;
 };
 
 struct Image {
@@ -165,8 +165,8 @@ struct Submit {
   std::uint32_t device = 0;
   std::uint64_t value = 0;
   std::vector<Part> parts;
-  std::vector<Range> uploads;    // got from the client's memory before the parts run
-  std::vector<Range> downloads;  // what the parts write there: put back before Reached
+  std::vector<Range> uploads;    // what the parts read of it: each sent as Data before this
+  std::vector<Range> downloads;  // what the parts write there: sent back as Data before Reached
   bool timed = false;            // a profile is taken: Reached brings the value's times
 };
 
@@ -239,7 +239,7 @@ inline constexpr std::uint32_t kError = 2;  // refused, with why
 inline constexpr std::uint32_t kNoMemory = 3;  // an entry's launches need `a` bytes the device lacks now
 
 // Device `device`'s word moved from `from` to `to`; what its work of those values wrote to
-// mapped host memory was put there, and flushed, before. Messages of a device are numbered by
+// mapped host memory reached the client's memory (Data) before. Messages of a device are numbered by
 // `from`: the client applies one only once the word shows `from`.
 // A timed value's work on the agent's device, on the agent's clock (rig_now_ns).
 struct Timing {
@@ -257,8 +257,25 @@ struct Lost {
   std::string why;
 };
 
+// --- both ways ---
+
+// Bytes [offset, offset + length) of mapped host memory `region` of device `device`, for
+// value `value`. The bytes are not in the message: they are the data of the active message
+// whose header it is, sent by rendezvous, so that the receiver takes them straight into
+// their place (zero-copy where the transport can). Client → agent: a range value's parts
+// read, sent before its Submit, taken into the window before the value is handed to the
+// device. Agent → client: a range value's parts wrote, sent once the device reached it and
+// taken into the client's memory before the agent sends the Reached that shows it.
+struct Data {
+  std::uint32_t device = 0;
+  std::uint64_t value = 0;
+  std::uint64_t region = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
 using Message = std::variant<Hello, Open, Alloc, Free, MapHost, Image, Entry, Unload, Room, Submit, Commit, Grow,
-                             Stop, Close, Clock, Welcome, Opened, Reply, Reached, Lost>;
+                             Stop, Close, Clock, Welcome, Opened, Reply, Reached, Lost, Data>;
 
 // The message's bytes, in `out` (cleared first). Encoding into a vector that has room
 // allocates nothing. T is one of Message's alternatives.

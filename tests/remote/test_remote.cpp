@@ -137,7 +137,7 @@ TEST_CASE("malformed and truncated messages from a raw UCX client are dropped, a
   auto where = remote::ucx::parse_address(agent().address());
   REQUIRE(where.has_value());
   remote::ucx::Worker raw({[&](ucp_ep_h, std::span<const std::byte>) { ++welcomes; }, [](ucp_ep_h, ucs_status_t) {},
-                           [](ucp_ep_h) {}, {}});
+                           [](ucp_ep_h) {}, {}, {}});
   auto ep = raw.connect(*where);
   REQUIRE(ep.has_value());
   const auto dropped = agent().dropped();
@@ -230,7 +230,16 @@ class RawClient {
                    std::lock_guard g(mutex_);
                    if (decoded) got_.push_back(std::move(*decoded));
                  },
-                 [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}}) {
+                 [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {},
+                 [this](ucp_ep_h, std::span<const std::byte> header, remote::ucx::Payload& bytes) {
+                   // The agent's Data: their headers and bytes, in the order they came.
+                   std::vector<std::byte> into(bytes.length());
+                   if (worker_.take(bytes, into.data(), nullptr) != UCS_OK) into.clear();  // a test's check sees it
+                   auto decoded = remote::wire::decode(header);
+                   std::lock_guard g(mutex_);
+                   if (decoded) got_.push_back(std::move(*decoded));
+                   taken_.push_back(std::move(into));
+                 }}) {
     auto where = remote::ucx::parse_address(address.empty() ? agent().address() : address);
     REQUIRE(where.has_value());
     auto ep = worker_.connect(*where);
@@ -246,6 +255,12 @@ class RawClient {
     std::vector<std::byte> b;
     remote::wire::encode(m, b);
     worker_.send(ep_, b);
+  }
+  // Sends d with its bytes from `bytes`, waiting until the agent took them.
+  void send_data(const remote::wire::Data& d, const void* bytes) {
+    std::vector<std::byte> b;
+    remote::wire::encode(d, b);
+    REQUIRE(worker_.finish(worker_.send_data(ep_, b, bytes, std::size_t(d.length), nullptr)) == UCS_OK);
   }
   // The next message of type T the agent sent (within 5 s).
   template <class T>
@@ -293,10 +308,23 @@ class RawClient {
     return r.a;
   }
   remote::ucx::Worker& worker() { return worker_; }
+  // The bytes of the agent's Data so far, in the order they came.
+  std::vector<std::vector<std::byte>> taken() {
+    std::lock_guard g(mutex_);
+    return taken_;
+  }
+  // Maps `bytes` of host memory from `host` on the device: the window's region.
+  std::uint64_t map(std::uint32_t device, const void* host, std::uint64_t bytes) {
+    send(remote::wire::MapHost{3, device, bytes, reinterpret_cast<std::uint64_t>(host)});
+    auto mapped = next<remote::wire::Reply>();
+    REQUIRE_MESSAGE(mapped.status == remote::wire::kOk, mapped.why);
+    return mapped.a;
+  }
 
  private:
   std::mutex mutex_;
   std::vector<remote::wire::Message> got_;
+  std::vector<std::vector<std::byte>> taken_;
   remote::ucx::Worker worker_;
   ucp_ep_h ep_ = nullptr;
 };
@@ -330,17 +358,12 @@ TEST_CASE("mapped host memory freed while a copy reads it stays until that copy'
   RawClient raw;
   const auto device = raw.open_device();
   const auto dst = raw.alloc(device, 4096);
-  // 4096 bytes of this process, registered for the agent's gets.
+  // 4096 bytes of this process, mapped: the agent keeps a window of them.
   alignas(4096) static std::byte host_bytes[4096];
   std::memset(host_bytes, 'r', sizeof host_bytes);
-  auto registration = raw.worker().register_memory(host_bytes, sizeof host_bytes);
-  REQUIRE_MESSAGE(registration.has_value(), registration.error());
-  raw.send(remote::wire::MapHost{3, device, sizeof host_bytes, reinterpret_cast<std::uint64_t>(host_bytes),
-                                 registration->rkey});
-  auto mapped = raw.next<remote::wire::Reply>();
-  REQUIRE_MESSAGE(mapped.status == remote::wire::kOk, mapped.why);
-  const std::uint64_t window = mapped.a;
-  // The copy of value 1 reads it; the free comes before the value is reached.
+  const std::uint64_t window = raw.map(device, host_bytes, sizeof host_bytes);
+  // The copy of value 1 reads it, its bytes sent ahead; the free comes before the value is reached.
+  raw.send_data(remote::wire::Data{device, 1, window, 0, 4096}, host_bytes);
   raw.send(remote::wire::Submit{device, 1, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
   raw.send(remote::wire::Free{device, window});
   auto reached = raw.next<remote::wire::Reached>();
@@ -349,7 +372,73 @@ TEST_CASE("mapped host memory freed while a copy reads it stays until that copy'
   raw.send(remote::wire::Submit{device, 2, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
   auto lost = raw.next<remote::wire::Lost>();
   CHECK(lost.why == "value 2: part 0: a copy between regions the client does not hold");
-  raw.worker().unregister(registration->memh);
+}
+
+TEST_CASE("a value whose Submit comes before its Data waits for them, then runs on the client's bytes") {
+  RawClient raw;
+  const auto device = raw.open_device();
+  const auto dst = raw.alloc(device, 4096);
+  alignas(4096) static std::byte host_bytes[4096];
+  const std::uint64_t window = raw.map(device, host_bytes, sizeof host_bytes);
+  std::memset(host_bytes, 'q', sizeof host_bytes);
+  raw.send(remote::wire::Submit{device, 1, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+  std::this_thread::sleep_for(50ms);
+  CHECK_FALSE(raw.take<remote::wire::Reached>().has_value());  // its bytes have not come
+  raw.send_data(remote::wire::Data{device, 1, window, 0, 4096}, host_bytes);
+  auto reached = raw.next<remote::wire::Reached>();
+  CHECK((reached.from == 0 && reached.to == 1));
+  // Value 2 copies them back: the agent sends them as a Data before the Reached.
+  raw.send(remote::wire::Submit{device, 2, {copy_part(dst, window, 4096)}, {}, {{window, 0, 4096}}});
+  reached = raw.next<remote::wire::Reached>();
+  CHECK((reached.from == 1 && reached.to == 2));
+  auto data = raw.next<remote::wire::Data>();
+  CHECK((data.device == device && data.value == 2 && data.region == window && data.offset == 0 &&
+         data.length == 4096));
+  auto taken = raw.taken();
+  REQUIRE(taken.size() == 1);
+  CHECK(std::all_of(taken[0].begin(), taken[0].end(), [](std::byte b) { return b == std::byte{'q'}; }));
+}
+
+TEST_CASE("Data outside the window, after their value, or not the ranges the parts read lose the device; others go on") {
+  alignas(4096) static std::byte host_bytes[4096];
+  {
+    RawClient raw;
+    const auto device = raw.open_device();
+    const std::uint64_t window = raw.map(device, host_bytes, sizeof host_bytes);
+    raw.send_data(remote::wire::Data{device, 1, window, 2048, 4096}, host_bytes);
+    CHECK(raw.next<remote::wire::Lost>().why == "value 1: Data outside what the client mapped");
+  }
+  {
+    RawClient raw;
+    const auto device = raw.open_device();
+    const auto dst = raw.alloc(device, 4096);
+    const std::uint64_t window = raw.map(device, host_bytes, sizeof host_bytes);
+    raw.send_data(remote::wire::Data{device, 1, window, 0, 4096}, host_bytes);
+    raw.send(remote::wire::Submit{device, 1, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+    CHECK(raw.next<remote::wire::Reached>().to == 1);
+    raw.send_data(remote::wire::Data{device, 1, window, 0, 4096}, host_bytes);
+    CHECK(raw.next<remote::wire::Lost>().why == "value 1: Data after the value was handed over");
+  }
+  {
+    RawClient raw;
+    const auto device = raw.open_device();
+    const auto dst = raw.alloc(device, 4096);
+    const std::uint64_t window = raw.map(device, host_bytes, sizeof host_bytes);
+    raw.send_data(remote::wire::Data{device, 1, window, 0, 2048}, host_bytes);
+    raw.send(remote::wire::Submit{device, 1, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+    CHECK(raw.next<remote::wire::Lost>().why ==
+          "value 1: its Data are not the ranges of mapped host memory its parts read");
+  }
+  {
+    // A Data sent as a plain message has no bytes: dropped and counted.
+    RawClient raw;
+    const auto device = raw.open_device();
+    const auto dropped = agent().dropped();
+    raw.send(remote::wire::Data{device, 1, 1, 0, 8});
+    CHECK(eventually([&] { return agent().dropped() > dropped; }, 2000ms));
+  }
+  Device d = open_remote("MEM");
+  CHECK(round_trips(d, 'd'));
 }
 
 namespace {
