@@ -55,11 +55,21 @@ std::vector<Figure> copy_with(const Device& d, int repeats) {
     const std::string name = am ? fmt::format("ucx_perftest ucp_am_bw, loopback, UCX_TLS={}", remote_transports())
                                 : "ucx_perftest unavailable: " + why;
     const std::string size = fmt::format("{} MiB", double(bytes) / double(1 << 20));
+    // And from the device's Pinned memory (this process's memory, mapped on the agent), which
+    // the copy does not stage through host memory of rig's own.
+    Buffer pinned = Buffer::create(d, bytes, Memory::Pinned);
+    touch(pinned);
+    Spread to_pinned = gbps(repeats, [&] { Buffer::copy(pinned, v); }, bytes);
+    Spread from_pinned = gbps(repeats, [&] { Buffer::copy(v, pinned); }, bytes);
     std::vector<Figure> out{
         make_figure(on("copy-host-device", d), to, "GB/s", ucx, name,
                     fmt::format("Buffer::copy of {} from host memory to {}'s memory", size, d.name())),
         make_figure(on("copy-device-host", d), from, "GB/s", ucx, name,
-                    fmt::format("Buffer::copy of {} from {}'s memory to host memory", size, d.name()))};
+                    fmt::format("Buffer::copy of {} from {}'s memory to host memory", size, d.name())),
+        make_figure(on("copy-pinned-device", d), to_pinned, "GB/s", ucx, name,
+                    fmt::format("Buffer::copy of {} from {}'s Pinned memory to its memory", size, d.name())),
+        make_figure(on("copy-device-pinned", d), from_pinned, "GB/s", ucx, name,
+                    fmt::format("Buffer::copy of {} from {}'s memory to its Pinned memory", size, d.name()))};
     for (auto& f : out) f.ratio = f.floor > 0 ? f.value / f.floor : 0;  // a fraction of UCX's rate
     return out;
   }
