@@ -355,6 +355,25 @@ Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> box
   std::shared_ptr<Staging> out = writer ? staging_of(*writer) : in;
   Point last = host_point();
   std::vector<Piece> all = pieces(boxes, kStagingBytes);
+  // A chunk a device copies into staging for the host to move into dst: moved there once
+  // the next chunk's device copy is under way, so that the device fills one allocation while
+  // the host empties the other.
+  struct Download {
+    Staging::Slot* slot = nullptr;
+    Point moved;
+    std::vector<Box> from;
+  };
+  std::optional<Download> pending;
+  auto finish = [&](Download& d) {
+    d.moved.wait();
+    Claimed c;
+    c.take(dst);
+    dst.wait(Access::ReadWrite);
+    auto* out = reinterpret_cast<std::byte*>(*dst.host_address());
+    auto* base = reinterpret_cast<const std::byte*>(*d.slot->memory.host_address());
+    for (const Box& b : d.from) std::memcpy(out + b.dst_offset, base + b.src_offset, b.width);
+    in->give_back(std::exchange(d.slot, nullptr), host_point());
+  };
   std::size_t i = 0;
   while (i < all.size()) {
     // A chunk of pieces that fits one staging allocation.
@@ -399,13 +418,9 @@ Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> box
         source = leaving;
       }
       if (to_host) {
-        moved.wait();
-        Claimed c;
-        c.take(dst);
-        dst.wait(Access::ReadWrite);
-        auto* d = reinterpret_cast<std::byte*>(*dst.host_address());
-        auto* base = reinterpret_cast<const std::byte*>(*source->memory.host_address());
-        for (const Box& b : from) std::memcpy(d + b.dst_offset, base + b.src_offset, b.width);
+        // Out of the reader's staging (out is in): the chunk before moves now.
+        if (pending) finish(*pending);
+        pending = Download{std::exchange(slot, nullptr), moved, std::move(from)};
         last = host_point();
       } else {
         Point after[] = {moved};
@@ -416,11 +431,20 @@ Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> box
     } catch (...) {
       if (slot) in->give_back(slot, moved);
       if (leaving) out->give_back(leaving, moved);
+      if (pending && pending->slot) in->give_back(pending->slot, pending->moved);
       throw;
     }
     if (slot) in->give_back(slot, last);
     if (leaving) out->give_back(leaving, last);
     i = j;
+  }
+  if (pending) {
+    try {
+      finish(*pending);
+    } catch (...) {
+      if (pending->slot) in->give_back(pending->slot, pending->moved);
+      throw;
+    }
   }
   return last;
 }
