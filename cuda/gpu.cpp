@@ -235,6 +235,25 @@ void return_host(const Library& lib, std::uintptr_t host) {
   release_locked(b, lib, host);
 }
 
+Result<CUdeviceptr> caller_word(Gpu& gpu, const volatile std::uint64_t* word, std::optional<std::uintptr_t>& borrowed) {
+  const Api& a = gpu.lib.api;
+  const auto at = reinterpret_cast<std::uintptr_t>(word);
+  CUdeviceptr address = 0;
+  {
+    Current c(a, gpu.context());
+    if (a.cuMemHostGetDevicePointer(&address, reinterpret_cast<void*>(at), 0) == CUDA_SUCCESS) return address;
+  }
+  const std::uintptr_t page = at & ~(page_size() - 1);
+  bool no_room = false;
+  auto borrow = borrow_host(gpu, page, page_size(), no_room);
+  if (!borrow)
+    return std::unexpected(fmt::format("the timeline word at {:#x} lies outside rig_words, and CUDA {} the page that "
+                                       "holds it (cuMemHostRegister)",
+                                       at, no_room ? "has no memory left to map" : "refuses to map"));
+  if (borrow->registered) borrowed = page;
+  return borrow->address + (at - page);
+}
+
 namespace {
 void release_locked(Borrows& b, const Library& lib, std::uintptr_t host) {
   auto it = b.ranges.find(std::make_pair(&lib, host));

@@ -110,4 +110,12 @@ std::optional<HostBorrow> borrow_host(Gpu& gpu, std::uintptr_t host, std::size_t
 // Returns a borrow that borrow_host counted.
 void return_host(const api::Library& lib, std::uintptr_t host);
 
+// The device address of a timeline word outside rig_words (8 bytes of host memory the
+// opener's caller gave make, spec/Rig_edge.txt "Opener"): that of the memory CUDA maps it in,
+// where it lies in such memory already; otherwise the whole page that holds it is borrowed
+// (borrow_host) and `borrowed` names that page, which the device returns (return_host) once
+// nothing of it writes the word. Error with CUDA's reason when CUDA maps neither.
+Result<api::CUdeviceptr> caller_word(Gpu& gpu, const volatile std::uint64_t* word,
+                                     std::optional<std::uintptr_t>& borrowed);
+
 }  // namespace rig::cuda
