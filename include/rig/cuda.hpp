@@ -85,7 +85,10 @@
 // at once if the context failed), then raises the word to the last submitted value so that
 // rig frees the device's memory. Streams that are still busy after 2 s (such as a wait for a
 // lost device's value that never comes) keep the word, and with it the device's memory, where
-// they are. make opens a new handle while an earlier one of the same GPU is not stopped.
+// they are. make opens a new handle while an earlier one of the same GPU is not stopped; when
+// that earlier one's context failed, the new open resets it, and the earlier handle's stop then
+// touches none of its streams, events or host registrations (they went with the reset, and
+// their names may be the new handle's now).
 #pragma once
 
 #include <rig/cuda_abi.hpp>

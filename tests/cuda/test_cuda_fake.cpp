@@ -690,6 +690,7 @@ TEST_CASE("a word of the caller's own host memory has its page mapped for the de
   std::fill(page, page + 512, std::uint64_t(0));
   volatile std::uint64_t* word = page + 5;  // memory CUDA does not know, outside rig_words
   *word = 40;
+  Direct on_rig_words(0);  // rig_words registered first: the counts below are the page's alone
   const long long registrations = f.count("registrations");
   {
     Direct g(0, word);
@@ -716,6 +717,32 @@ TEST_CASE("a word of the caller's own host memory has its page mapped for the de
                                                  "refuses to map the page that holds it",
                                                  reinterpret_cast<std::uintptr_t>(word))) != std::string::npos,
                 refused.error());
+  CHECK(f.count("registrations") == registrations);
+  std::free(page);
+}
+
+TEST_CASE("a handle stopped after a later open reset its failed context leaves the new handle's streams and word page alone") {
+  auto f = fake();
+  auto* page = static_cast<std::uint64_t*>(std::aligned_alloc(4096, 4096));
+  std::fill(page, page + 512, std::uint64_t(0));
+  close_gpus();  // the reset below destroys what every open handle of GPU 0 holds
+  { Direct on_rig_words(0); }  // rig_words registered (and again after the reset below, by the fresh handle)
+  const long long registrations = f.count("registrations");
+  std::vector<rig_part> parts = {fill_part(0, nothing)};
+  {
+    auto failed = std::make_unique<Direct>(0, page + 5);
+    f.fault(0, CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHECK(failed->submit(parts) != RIG_COMMITTED);  // the driver saw the failure
+    const long long resets = f.count("resets");
+    Direct fresh(0, page + 6);  // opened while the failed handle is not stopped yet
+    REQUIRE(f.count("resets") == resets + 1);
+    CHECK(f.count("registrations") == registrations + 1);  // the page, registered again
+    failed.reset();  // stops it, and returns what it borrowed before the reset
+    CHECK(f.count("registrations") == registrations + 1);
+    REQUIRE(fresh.submit(parts) == RIG_COMMITTED);
+    fresh.wait();
+    CHECK(page[6] == 1);
+  }
   CHECK(f.count("registrations") == registrations);
   std::free(page);
 }
