@@ -90,6 +90,36 @@ inline std::vector<std::byte> file_bytes(const std::string& path) {
   return out;
 }
 
+// The function `name` of `image` loaded on gpu (the test fails if either is refused); it
+// keeps its image loaded.
+inline Function kernel(const Device& gpu, std::span<const std::byte> image, const std::string& name) {
+  auto loaded = Image::load(gpu, image);
+  REQUIRE_MESSAGE(loaded.has_value(), loaded.error());
+  auto f = loaded->resolve(name);
+  REQUIRE_MESSAGE(f.has_value(), "no function ", name);
+  return *f;
+}
+
+// Launches `fault` (tests/cuda/kernels.cu's fault(), a store to address 0x10) on gpu as one
+// thread and returns the reason of the Lost its wait raises; the test fails if the wait
+// returns, or if gpu still allocates memory after.
+inline std::string fault_loss(const Device& gpu, const Function& fault) {
+  Submission::Part part{"", {}, Submission::Launch{fault, 0, {}}};
+  auto s = Submission::make(gpu, std::span(&part, 1), 0, 0);
+  Run run;
+  run.groups(s.block(0), 1);
+  run.threads(s.block(0), 1);
+  std::string why;
+  try {
+    submit(s, run, {}, {}).wait();
+    FAIL("the wait returned");
+  } catch (const Lost& e) {
+    why = e.what();
+  }
+  CHECK_THROWS_AS(Buffer::create(gpu, 4096), Lost);
+  return why;
+}
+
 // Launches `add` (tests/cuda/kernels.cu's add_u32(data, n, add): data[i] += add for i < n)
 // on gpu twice from one submission, each with its own n and addend, and checks every element
 // of the buffer copied back after each, those past n untouched.

@@ -22,11 +22,7 @@
 #include "served.hpp"
 
 using namespace rig;
-using rig::remote::test::add_u32_twice;
-using rig::remote::test::contents;
-using rig::remote::test::file_bytes;
-using rig::remote::test::filled;
-using rig::remote::test::ServedAgent;
+using namespace rig::remote::test;  // ServedAgent and its helpers
 
 namespace {
 
@@ -58,12 +54,9 @@ TEST_CASE("an agent's CUDA GPU comes across with the facts of the same GPU opene
 
 TEST_CASE("an agent's CUDA GPU loads a fatbin once and runs its kernel twice, every element checked") {
   Device gpu = agent.open("CUDA:0", "CUDA:0@served");
-  auto image = Image::load(gpu, fatbin());
-  REQUIRE_MESSAGE(image.has_value(), image.error());
-  auto add = image->resolve("add_u32");
-  REQUIRE(add.has_value());
-  CHECK(add->params() == std::optional<std::size_t>(20));  // cuFuncGetParamInfo's, on the agent
-  add_u32_twice(gpu, *add);
+  const Function add = kernel(gpu, fatbin(), "add_u32");
+  CHECK(add.params() == std::optional<std::size_t>(20));  // cuFuncGetParamInfo's, on the agent
+  add_u32_twice(gpu, add);
   gpu.close();
 }
 
@@ -97,32 +90,16 @@ TEST_CASE("bytes CUDA cannot load are refused at Image::load with CUDA's reason,
 TEST_CASE("a faulting kernel on the agent's CUDA GPU loses the remote device with CUDA's reason, and it opens again") {
   {
     Device gpu = agent.open("CUDA:0", "CUDA:0@faulted");
-    auto image = Image::load(gpu, fatbin());
-    REQUIRE_MESSAGE(image.has_value(), image.error());
-    auto fault = image->resolve("fault");  // stores to address 0x10, which CUDA does not know
-    REQUIRE(fault.has_value());
-    Submission::Part part{"", {}, Submission::Launch{*fault, 0, {}}};
-    auto s = Submission::make(gpu, std::span(&part, 1), 0, 0);
-    Run run;
-    run.groups(s.block(0), 1);
-    run.threads(s.block(0), 1);
-    try {
-      submit(s, run, {}, {}).wait();
-      FAIL("the wait returned");
-    } catch (const Lost& e) {
-      // The agent's reason, as a CUDA:0 opened here would give it.
-      CHECK(std::string(e.what()) ==
-            "CUDA:0@faulted lost: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered");
-    }
-    CHECK_THROWS_AS(Buffer::create(gpu, 4096), Lost);
+    // fault() stores to address 0x10, which CUDA does not know: the agent's context fails.
+    // The reason is the agent's CUDA error, which shows at the agent's wait or already at the
+    // call of its submit that follows the kernel (cuStreamWriteValue64 of the value).
+    const std::string why = fault_loss(gpu, kernel(gpu, fatbin(), "fault"));
+    CHECK_MESSAGE(why.starts_with("CUDA:0@faulted lost: "), why);
+    CHECK_MESSAGE(why.ends_with("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"), why);
   }
   // The agent's next open of the GPU resets the failed context: work runs there again.
   Device again = agent.open("CUDA:0", "CUDA:0@faulted");
-  auto image = Image::load(again, fatbin());
-  REQUIRE_MESSAGE(image.has_value(), image.error());
-  auto add = image->resolve("add_u32");
-  REQUIRE(add.has_value());
-  add_u32_twice(again, *add);
+  add_u32_twice(again, kernel(again, fatbin(), "add_u32"));
   Device cpu = agent.open("CPU", "CPU@beside");
   Buffer on_cpu = filled(cpu, std::vector<std::uint32_t>{5, 6});
   CHECK(contents<std::uint32_t>(on_cpu) == std::vector<std::uint32_t>{5, 6});

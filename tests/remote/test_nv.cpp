@@ -16,11 +16,7 @@
 #include "served.hpp"
 
 using namespace rig;
-using rig::remote::test::add_u32_twice;
-using rig::remote::test::contents;
-using rig::remote::test::file_bytes;
-using rig::remote::test::filled;
-using rig::remote::test::ServedAgent;
+using namespace rig::remote::test;  // ServedAgent and its helpers
 
 namespace {
 
@@ -46,25 +42,11 @@ TEST_CASE("an agent's simulated Hopper loads a fatbin once and runs its nvcc-bui
 TEST_CASE("a faulting kernel on the agent's Hopper loses the remote device with the agent's reason, and it opens again") {
   {
     Device gpu = agent.open("NV:0", "NV:0@faulted");
-    auto image = Image::load(gpu, fatbin());
-    REQUIRE_MESSAGE(image.has_value(), image.error());
-    auto fault = image->resolve("fault");  // stores to address 0x10, which no range maps
-    REQUIRE(fault.has_value());
-    Submission::Part part{"", {}, Submission::Launch{*fault, 0, {}}};
-    auto s = Submission::make(gpu, std::span(&part, 1), 0, 0);
-    Run run;
-    run.groups(s.block(0), 1);
-    run.threads(s.block(0), 1);
-    try {
-      submit(s, run, {}, {}).wait();
-      FAIL("the wait returned");
-    } catch (const Lost& e) {
-      const std::string why = e.what();
-      CHECK_MESSAGE(why.starts_with("NV:0@faulted lost: "), why);
-      CHECK_MESSAGE(why.find("(Xid 31) in COMPUTE:0, value ") != std::string::npos, why);
-      CHECK_MESSAGE(why.find("(kernel fault)") != std::string::npos, why);
-    }
-    CHECK_THROWS_AS(Buffer::create(gpu, 4096), Lost);
+    // fault() stores to address 0x10, which no range maps.
+    const std::string why = fault_loss(gpu, kernel(gpu, fatbin(), "fault"));
+    CHECK_MESSAGE(why.starts_with("NV:0@faulted lost: "), why);
+    CHECK_MESSAGE(why.find("(Xid 31) in COMPUTE:0, value ") != std::string::npos, why);
+    CHECK_MESSAGE(why.find("(kernel fault)") != std::string::npos, why);
   }
   Device again = agent.open("NV:0", "NV:0@faulted");
   Buffer b = filled(again, std::vector<std::uint32_t>{1, 2, 3, 4});
