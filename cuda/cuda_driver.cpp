@@ -73,7 +73,7 @@ struct Block {
   std::optional<std::uintptr_t> host;
   std::size_t bytes = 0;
   std::uint64_t generation = 0;
-  bool counted = false;  // a Borrowed range counted in the registry of borrows
+  HostBorrow borrow{};  // a Borrowed range's, where it counted in the registry of borrows
 };
 
 // A queue: its stream and an event recorded only on it, which the other stream waits for.
@@ -105,9 +105,9 @@ class Driver final : public edge::Driver {
 
  public:
   Driver(std::shared_ptr<Shared> shared, volatile std::uint64_t* word, CUdeviceptr word_address,
-         CUdeviceptr words_address)
+         CUdeviceptr words_address, std::optional<HostBorrow> word_page)
       : s_(std::move(shared)), lib_(s_->lib()), a_(lib_.api), gpu_(*s_->gpu), ctx_(s_->context),
-        word_(word), word_address_(word_address), words_address_(words_address) {
+        word_(word), word_address_(word_address), words_address_(words_address), word_page_(word_page) {
     edge_ = {&kTable, this};
     submitted_ = load(word_);  // "the device's values start after the value the word holds"
     Current c(a_, ctx_);
@@ -157,6 +157,9 @@ class Driver final : public edge::Driver {
 
   ~Driver() override {
     if (!stopped_) stop("the driver was dropped without stop");
+    // The page borrowed for the word goes back once no stream may write the word: streams
+    // still busy at stop keep it, as they keep the device's memory.
+    if (word_page_ && quiet_) return_host(lib_, *word_page_);
   }
 
   edge::Facts facts() override {
@@ -237,7 +240,7 @@ class Driver final : public edge::Driver {
         if (alive) a_.cuMemFreeHost(reinterpret_cast<void*>(*b->host));
         break;
       case Block::Borrowed:
-        if (b->counted) return_host(lib_, *b->host);
+        if (b->borrow.registered) return_host(lib_, b->borrow);
         break;
       case Block::Peer:
         break;
@@ -255,7 +258,7 @@ class Driver final : public edge::Driver {
     auto borrow = borrow_host(gpu_, host, bytes, no_room);
     if (no_room) return edge::NoRoom{};
     if (!borrow) return edge::Never{};
-    auto* b = new Block{Block::Borrowed, borrow->address, host, bytes, s_->generation, borrow->registered};
+    auto* b = new Block{Block::Borrowed, borrow->address, host, bytes, s_->generation, *borrow};
     return edge::Region{reinterpret_cast<std::uintptr_t>(b)};
   }
 
@@ -267,7 +270,7 @@ class Driver final : public edge::Driver {
     if (a_.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, at) != CUDA_SUCCESS)
       return edge::Never{};  // not memory CUDA knows
     auto peer_block = [&] {
-      auto* b = new Block{Block::Peer, at, std::nullopt, bytes, s_->generation, false};
+      auto* b = new Block{Block::Peer, at, std::nullopt, bytes, s_->generation, {}};
       return edge::Region{reinterpret_cast<std::uintptr_t>(b)};
     };
     if (type == CU_MEMORYTYPE_HOST) return peer_block();  // mapped host memory: portable, one address
@@ -469,6 +472,11 @@ class Driver final : public edge::Driver {
     stopped_ = true;
     Current c(a_, ctx_);
     enum { Idle, Failed, Busy } state = Busy;
+    // A reset since (the open of a later handle after this one's context failed) destroyed
+    // this handle's streams and events with the rest of the context: nothing of it runs, and
+    // its handles may name objects of the new generation, which are not its to query or
+    // destroy.
+    if (s_->generation != gpu_.generation()) state = Failed;
     const auto until = std::chrono::steady_clock::now() + kStopWait;
     while (state == Busy && std::chrono::steady_clock::now() < until) {
       bool idle = true;
@@ -481,6 +489,7 @@ class Driver final : public edge::Driver {
       if (state == Busy) std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     if (state == Busy) return;  // work still runs: its memory stays, and so does the word
+    quiet_ = true;
     // Nothing runs any more: "once the word shows the device's last submitted value, rig frees
     // the device's remaining memory". Only ever raise it.
     std::uint64_t w = load(word_);
@@ -843,6 +852,8 @@ class Driver final : public edge::Driver {
   volatile std::uint64_t* word_;
   const CUdeviceptr word_address_;   // the word, as the streams address it
   const CUdeviceptr words_address_;  // rig_words[0], as the streams address it
+  const std::optional<HostBorrow> word_page_;  // the page borrowed for a word outside rig_words
+  bool quiet_ = false;  // stop found no stream running (idle, or its context failed)
   std::shared_ptr<const cuda_abi::Record> record_;
 
   // Facts and limits, read at open.
@@ -1020,18 +1031,19 @@ Result<std::unique_ptr<edge::Driver>> open_gpu(int ordinal, const std::string& l
   const auto first = reinterpret_cast<std::uintptr_t>(&rig_words[0]);
   const auto at = reinterpret_cast<std::uintptr_t>(word);
   CUdeviceptr word_address = 0;
+  std::optional<HostBorrow> word_page;  // the page borrowed for a word of the caller's own
   if (at >= first && at < first + sizeof rig_words) {
     word_address = *words + (at - first);
   } else {
-    // A word of the caller's own (make called directly): it must be memory CUDA maps.
-    Current c(a, shared->context);
-    if (CUresult e = a.cuMemHostGetDevicePointer(&word_address, const_cast<std::uint64_t*>(word), 0))
-      return std::unexpected(fmt::format("the timeline word at {:#x} is neither in rig_words nor memory CUDA maps: {}",
-                                         reinterpret_cast<std::uintptr_t>(word), describe(l, e)));
+    // A word of the caller's own (make called directly, as an agent of remote devices does).
+    auto mapped = caller_word(g, word, word_page);
+    if (!mapped) return std::unexpected(fmt::format("GPU {} ({}): {}", ordinal, g.name, mapped.error()));
+    word_address = *mapped;
   }
   try {
-    return std::make_unique<Driver>(std::move(shared), word, word_address, *words);
+    return std::make_unique<Driver>(std::move(shared), word, word_address, *words, word_page);
   } catch (const std::runtime_error& e) {  // "an Error leaves no work that writes the word"
+    if (word_page) return_host(l, *word_page);
     g.suspect();
     return std::unexpected(fmt::format("GPU {} ({}) cannot be set up: {}", ordinal, g.name, e.what()));
   }

@@ -62,7 +62,7 @@ Borrows& borrows() {
 }
 // Drops one borrow of the range at `host` (the registry's lock held), unregistering it with
 // the last.
-void release_locked(Borrows& b, const Library& lib, std::uintptr_t host);
+void release_locked(Borrows& b, const Library& lib, const HostBorrow& borrow);
 
 }  // namespace
 
@@ -193,6 +193,7 @@ std::optional<HostBorrow> borrow_host(Gpu& gpu, std::uintptr_t host, std::size_t
   std::lock_guard l(b.mutex);
   Current c(a, gpu.context());
   HostBorrow borrow;
+  borrow.host = host;
   const auto key = std::make_pair(&gpu.lib, host);
   auto it = b.ranges.find(key);
   if (it != b.ranges.end() && it->second.owner->generation() != it->second.generation) {
@@ -202,6 +203,8 @@ std::optional<HostBorrow> borrow_host(Gpu& gpu, std::uintptr_t host, std::size_t
   if (it != b.ranges.end() && it->second.bytes == bytes) {
     ++it->second.borrows;
     borrow.registered = true;
+    borrow.owner = it->second.owner;
+    borrow.generation = it->second.generation;
   } else {
     CUresult r = a.cuMemHostRegister(reinterpret_cast<void*>(host), bytes,
                                      CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
@@ -212,6 +215,8 @@ std::optional<HostBorrow> borrow_host(Gpu& gpu, std::uintptr_t host, std::size_t
     if (r == CUDA_SUCCESS) {
       b.ranges[key] = Borrowed{bytes, 1, &gpu, gpu.generation()};
       borrow.registered = true;
+      borrow.owner = &gpu;
+      borrow.generation = gpu.generation();
     } else if (r != CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
       return std::nullopt;  // CUDA refuses these pages (read-only, not supported, …)
     }
@@ -222,23 +227,44 @@ std::optional<HostBorrow> borrow_host(Gpu& gpu, std::uintptr_t host, std::size_t
                 a.cuMemHostGetDevicePointer(&last, reinterpret_cast<void*>(host + bytes - 1), 0) == CUDA_SUCCESS &&
                 last - first == bytes - 1;
   if (!mapped) {
-    if (borrow.registered) release_locked(b, gpu.lib, host);
+    if (borrow.registered) release_locked(b, gpu.lib, borrow);
     return std::nullopt;
   }
   borrow.address = first;
   return borrow;
 }
 
-void return_host(const Library& lib, std::uintptr_t host) {
+void return_host(const Library& lib, const HostBorrow& borrow) {
   auto& b = borrows();
   std::lock_guard l(b.mutex);
-  release_locked(b, lib, host);
+  release_locked(b, lib, borrow);
+}
+
+Result<CUdeviceptr> caller_word(Gpu& gpu, const volatile std::uint64_t* word, std::optional<HostBorrow>& borrowed) {
+  const Api& a = gpu.lib.api;
+  const auto at = reinterpret_cast<std::uintptr_t>(word);
+  CUdeviceptr address = 0;
+  {
+    Current c(a, gpu.context());
+    if (a.cuMemHostGetDevicePointer(&address, reinterpret_cast<void*>(at), 0) == CUDA_SUCCESS) return address;
+  }
+  const std::uintptr_t page = at & ~(page_size() - 1);
+  bool no_room = false;
+  auto borrow = borrow_host(gpu, page, page_size(), no_room);
+  if (!borrow)
+    return std::unexpected(fmt::format("the timeline word at {:#x} lies outside rig_words, and CUDA {} the page that "
+                                       "holds it (cuMemHostRegister)",
+                                       at, no_room ? "has no memory left to map" : "refuses to map"));
+  if (borrow->registered) borrowed = *borrow;
+  return borrow->address + (at - page);
 }
 
 namespace {
-void release_locked(Borrows& b, const Library& lib, std::uintptr_t host) {
+void release_locked(Borrows& b, const Library& lib, const HostBorrow& borrow) {
+  const std::uintptr_t host = borrow.host;
   auto it = b.ranges.find(std::make_pair(&lib, host));
-  if (it == b.ranges.end() || --it->second.borrows > 0) return;
+  if (it == b.ranges.end() || it->second.owner != borrow.owner || it->second.generation != borrow.generation) return;
+  if (--it->second.borrows > 0) return;
   Gpu& owner = *it->second.owner;
   if (owner.generation() == it->second.generation) {
     Current c(owner.lib.api, owner.context());

@@ -101,13 +101,26 @@ class Gpu {
 // The process's registrations of host memory borrowed by map_host, shared by every CUDA
 // device of a library: one CUDA registration per range, released with its last borrow.
 struct HostBorrow {
+  std::uintptr_t host = 0;
   api::CUdeviceptr address = 0;  // in the borrowing GPU's context
   bool registered = false;       // counted in the registry (false: someone else registered it)
+  // The registration it counted: the GPU whose context made it, and that context's generation.
+  const Gpu* owner = nullptr;
+  std::uint64_t generation = 0;
 };
 // Borrows [host, host + bytes) for `gpu`: the borrow, or nullopt with `no_room` set when CUDA
 // is out of memory, or nullopt when CUDA refuses the range.
 std::optional<HostBorrow> borrow_host(Gpu& gpu, std::uintptr_t host, std::size_t bytes, bool& no_room);
-// Returns a borrow that borrow_host counted.
-void return_host(const api::Library& lib, std::uintptr_t host);
+// Returns a borrow that borrow_host counted. Nothing happens when a reset of its owner's
+// context took that registration away meanwhile: a later registration of the same range,
+// counted for others, is not theirs to release.
+void return_host(const api::Library& lib, const HostBorrow& borrow);
+
+// The device address of a timeline word outside rig_words (8 bytes of host memory the
+// opener's caller gave make, spec/Rig_edge.txt "Opener"): that of the memory CUDA maps it in,
+// where it lies in such memory already; otherwise the whole page that holds it is borrowed
+// (borrow_host) and `borrowed` is that borrow, which the device returns (return_host) once
+// nothing of it writes the word. Error with CUDA's reason when CUDA maps neither.
+Result<api::CUdeviceptr> caller_word(Gpu& gpu, const volatile std::uint64_t* word, std::optional<HostBorrow>& borrowed);
 
 }  // namespace rig::cuda

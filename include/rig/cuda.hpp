@@ -23,7 +23,13 @@
 //   maps_host       whether the GPU supports cuMemHostRegister
 //   host_addresses  false; alignment 256; cache_bytes its L2; no counters
 //   capability      the Rig_cuda_abi record (rig/cuda_abi.hpp)
-//   word            the word make was given; bus the PCI address ("0000:03:00.0")
+//   word            the word make was given; bus the PCI address ("0000:03:00.0"). A word
+//                   outside rig_words (8 bytes of host memory of a caller that calls make
+//                   itself, such as an agent of remote devices) is written where CUDA maps
+//                   it: memory CUDA maps already as it is, otherwise through a registration
+//                   of the page that holds it (cuMemHostRegister, shared as map_host's are),
+//                   held until the handle goes; make gives an Error naming the word when CUDA
+//                   refuses that page
 //
 // The C functions: room answers RIG_FITS for parts it runs and RIG_NEVER for Words, a kind a
 // queue does not run, or a launch whose grid, block, threads or dynamic shared memory is
@@ -79,7 +85,10 @@
 // at once if the context failed), then raises the word to the last submitted value so that
 // rig frees the device's memory. Streams that are still busy after 2 s (such as a wait for a
 // lost device's value that never comes) keep the word, and with it the device's memory, where
-// they are. make opens a new handle while an earlier one of the same GPU is not stopped.
+// they are. make opens a new handle while an earlier one of the same GPU is not stopped; when
+// that earlier one's context failed, the new open resets it, and the earlier handle's stop then
+// touches none of its streams, events or host registrations (they went with the reset, and
+// their names may be the new handle's now).
 #pragma once
 
 #include <rig/cuda_abi.hpp>

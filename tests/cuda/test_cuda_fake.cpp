@@ -6,6 +6,8 @@
 #include <rig/cuda_abi.hpp>
 #include <rig/rig.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -92,7 +94,7 @@ Point add(const Device& d, const Function& f, const Buffer& data, std::uint64_t 
 }
 
 // A CUDA driver opened directly (not through rig), on a word of rig_words that no device of
-// the tests uses, with its C functions at hand.
+// the tests uses or on `own`, with its C functions at hand.
 struct Direct {
   std::unique_ptr<edge::Driver> driver;
   edge::Facts facts;
@@ -101,9 +103,9 @@ struct Direct {
   std::uint64_t v = 0;
   bool stopped = false;
 
-  explicit Direct(int ordinal) {
+  explicit Direct(int ordinal, volatile std::uint64_t* own = nullptr) {
     static std::atomic<int> slot{RIG_WORDS - 1000};
-    word = &rig_words[slot++];
+    word = own ? own : &rig_words[slot++];
     auto made = cuda::opener(ordinal).make(word);
     REQUIRE_MESSAGE(made, (made ? std::string() : made.error()));
     driver = std::move(*made);
@@ -680,6 +682,69 @@ TEST_CASE("a timed value's times are on the host clock, within its submit and it
   CHECK(std::string(failure).ends_with("was not timed"));
   g.driver->free(region);
   g.driver->unload(id);
+}
+
+TEST_CASE("a word of the caller's own host memory has its page mapped for the device's life, and its values reach it") {
+  auto f = fake();
+  auto* page = static_cast<std::uint64_t*>(std::aligned_alloc(4096, 4096));
+  std::fill(page, page + 512, std::uint64_t(0));
+  volatile std::uint64_t* word = page + 5;  // memory CUDA does not know, outside rig_words
+  *word = 40;
+  Direct on_rig_words(0);  // rig_words registered first: the counts below are the page's alone
+  const long long registrations = f.count("registrations");
+  {
+    Direct g(0, word);
+    CHECK(g.v == 40);  // the values start after what the word holds
+    CHECK(f.count("registrations") == registrations + 1);
+    std::vector<rig_part> parts = {fill_part(0, nothing)};
+    {
+      // Another device's word on the same page shares the registration, which outlives it.
+      Direct beside(1, page + 6);
+      CHECK(f.count("registrations") == registrations + 1);
+      REQUIRE(beside.submit(parts) == RIG_COMMITTED);
+      beside.wait();
+    }
+    CHECK(f.count("registrations") == registrations + 1);
+    REQUIRE(g.submit(parts) == RIG_COMMITTED);
+    g.wait();
+    CHECK(*word == 41);
+  }
+  CHECK(f.count("registrations") == registrations);  // returned once the last device went
+  f.fail("cuMemHostRegister", 1, CUDA_ERROR_INVALID_VALUE, 1);
+  auto refused = cuda::opener(0).make(word);
+  REQUIRE_FALSE(refused);
+  CHECK_MESSAGE(refused.error().find(fmt::format("the timeline word at {:#x} lies outside rig_words, and CUDA "
+                                                 "refuses to map the page that holds it",
+                                                 reinterpret_cast<std::uintptr_t>(word))) != std::string::npos,
+                refused.error());
+  CHECK(f.count("registrations") == registrations);
+  std::free(page);
+}
+
+TEST_CASE("a handle stopped after a later open reset its failed context leaves the new handle's streams and word page alone") {
+  auto f = fake();
+  auto* page = static_cast<std::uint64_t*>(std::aligned_alloc(4096, 4096));
+  std::fill(page, page + 512, std::uint64_t(0));
+  close_gpus();  // the reset below destroys what every open handle of GPU 0 holds
+  { Direct on_rig_words(0); }  // rig_words registered (and again after the reset below, by the fresh handle)
+  const long long registrations = f.count("registrations");
+  std::vector<rig_part> parts = {fill_part(0, nothing)};
+  {
+    auto failed = std::make_unique<Direct>(0, page + 5);
+    f.fault(0, CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHECK(failed->submit(parts) != RIG_COMMITTED);  // the driver saw the failure
+    const long long resets = f.count("resets");
+    Direct fresh(0, page + 6);  // opened while the failed handle is not stopped yet
+    REQUIRE(f.count("resets") == resets + 1);
+    CHECK(f.count("registrations") == registrations + 1);  // the page, registered again
+    failed.reset();  // stops it, and returns what it borrowed before the reset
+    CHECK(f.count("registrations") == registrations + 1);
+    REQUIRE(fresh.submit(parts) == RIG_COMMITTED);
+    fresh.wait();
+    CHECK(page[6] == 1);
+  }
+  CHECK(f.count("registrations") == registrations);
+  std::free(page);
 }
 
 TEST_CASE("map_host registers a range once for every CUDA device; map_peer reaches another GPU's memory") {

@@ -24,7 +24,7 @@ using rig::test::amd::launch_part;
 
 namespace {
 
-ServedAgent agent("AMD:0,CPU", "amd", "amd-test-token");
+ServedAgent agent("AMD:0,CPU", {"RIG_SIM=amd"}, "amd-test-token");
 
 }  // namespace
 

@@ -10,33 +10,20 @@
 #include <fmt/format.h>
 
 #include <cstddef>
-#include <cstring>
-#include <fstream>
-#include <iterator>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "served.hpp"
 
 using namespace rig;
-using rig::remote::test::contents;
-using rig::remote::test::filled;
-using rig::remote::test::ServedAgent;
+using namespace rig::remote::test;  // ServedAgent and its helpers
 
 namespace {
 
-ServedAgent agent("NV:0,CPU", "nv", "nv-test-token");
+ServedAgent agent("NV:0,CPU", {"RIG_SIM=nv"}, "nv-test-token");
 
 // The committed sm_90 fatbin of tests/cuda/kernels.cu.
-std::vector<std::byte> fatbin() {
-  std::ifstream in(RIG_NV_FATBIN, std::ios::binary);
-  REQUIRE_MESSAGE(in, "no fatbin at " RIG_NV_FATBIN);
-  const std::vector<char> chars{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  std::vector<std::byte> out(chars.size());
-  std::memcpy(out.data(), chars.data(), chars.size());
-  return out;
-}
+std::vector<std::byte> fatbin() { return file_bytes(RIG_NV_FATBIN); }
 
 }  // namespace
 
@@ -48,54 +35,18 @@ TEST_CASE("an agent's simulated Hopper loads a fatbin once and runs its nvcc-bui
   auto add = image->resolve("add_u32");
   REQUIRE(add.has_value());
   CHECK(!image->resolve("no_such_kernel").has_value());
-  // add_u32(data, n, add): data[i] += add for i < n.
-  const std::uint32_t n = 3000;
-  std::vector<std::uint32_t> start(n + 32);
-  for (std::uint32_t i = 0; i < start.size(); ++i) start[i] = i * 3;
-  Buffer data = filled(gpu, start);
-  Submission::Launch launch{*add, 20, {{0, Submission::Ref::What::Buffer, 0, {}}}};
-  Submission::Part part{"", {}, launch};
-  auto s = Submission::make(gpu, std::span(&part, 1), 0, 1);
-  auto block = s.block(0);
-  // Two launches of the one image, each with its own n and addend.
-  std::vector<std::uint32_t> want = start;
-  for (auto [count, addend] : {std::pair{n, 7u}, std::pair{n / 2, 1000u}}) {
-    Run run;
-    run.groups(block, (count + 127) / 128);
-    run.threads(block, 128);
-    run.set<std::uint64_t>(block, 8, count);
-    run.set<std::uint32_t>(block, 16, addend);
-    Buffer writes[] = {data};
-    submit(s, run, {}, writes).wait();
-    for (std::uint32_t i = 0; i < count; ++i) want[i] += addend;
-    const auto got = contents<std::uint32_t>(data);
-    for (std::uint32_t i = 0; i < got.size(); ++i) REQUIRE_MESSAGE(got[i] == want[i], "element ", i);
-  }
+  add_u32_twice(gpu, *add);
   gpu.close();
 }
 
 TEST_CASE("a faulting kernel on the agent's Hopper loses the remote device with the agent's reason, and it opens again") {
   {
     Device gpu = agent.open("NV:0", "NV:0@faulted");
-    auto image = Image::load(gpu, fatbin());
-    REQUIRE_MESSAGE(image.has_value(), image.error());
-    auto fault = image->resolve("fault");  // stores to address 0x10, which no range maps
-    REQUIRE(fault.has_value());
-    Submission::Part part{"", {}, Submission::Launch{*fault, 0, {}}};
-    auto s = Submission::make(gpu, std::span(&part, 1), 0, 0);
-    Run run;
-    run.groups(s.block(0), 1);
-    run.threads(s.block(0), 1);
-    try {
-      submit(s, run, {}, {}).wait();
-      FAIL("the wait returned");
-    } catch (const Lost& e) {
-      const std::string why = e.what();
-      CHECK_MESSAGE(why.starts_with("NV:0@faulted lost: "), why);
-      CHECK_MESSAGE(why.find("(Xid 31) in COMPUTE:0, value ") != std::string::npos, why);
-      CHECK_MESSAGE(why.find("(kernel fault)") != std::string::npos, why);
-    }
-    CHECK_THROWS_AS(Buffer::create(gpu, 4096), Lost);
+    // fault() stores to address 0x10, which no range maps.
+    const std::string why = fault_loss(gpu, kernel(gpu, fatbin(), "fault"));
+    CHECK_MESSAGE(why.starts_with("NV:0@faulted lost: "), why);
+    CHECK_MESSAGE(why.find("(Xid 31) in COMPUTE:0, value ") != std::string::npos, why);
+    CHECK_MESSAGE(why.find("(kernel fault)") != std::string::npos, why);
   }
   Device again = agent.open("NV:0", "NV:0@faulted");
   Buffer b = filled(again, std::vector<std::uint32_t>{1, 2, 3, 4});
