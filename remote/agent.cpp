@@ -136,11 +136,23 @@ struct Served {
     std::chrono::steady_clock::time_point until;  // kRoomWaitLimit after the word last moved
   };
   std::optional<Parked> parked;        // the progress thread's
-  // The value whose Submit came before all its Data: handed over once the last is in its
-  // window (the values after it wait in `ahead`). The ranges each value's Data brought so
-  // far, by value.
+  // The value whose Submit came before all its Data: handed over once the last came (the
+  // values after it wait in `ahead`). The Data each value brought so far, by value, their
+  // bytes still in UCX: taken into the windows, or into the device's memory, at the hand-over.
   std::optional<wire::Submit> awaiting;
-  std::map<std::uint64_t, std::vector<wire::Range>> landed;
+  struct Arrived {
+    wire::Range range;
+    ucx::Payload bytes;
+  };
+  std::map<std::uint64_t, std::vector<Arrived>> arrived;
+  // A value that only copies the client's bytes into the device's memory, which the host
+  // addresses: its bytes go there straight, without the window, once the device reached the
+  // value before it (retried from the idle rounds; the values after it wait in `ahead`).
+  struct Direct {
+    wire::Submit submit;
+    std::vector<Arrived> bytes;
+  };
+  std::optional<Direct> direct;
   std::atomic<bool> room_wanted{false};  // parked is set: the watcher wakes the progress thread
   std::thread watcher;
 
@@ -286,6 +298,7 @@ class AgentImpl final : public Agent {
           sent = true;
         }
         if (s->parked && retry(c, *s)) sent = true;
+        if (s->direct && retry_direct(c, *s)) sent = true;
       }
     return sent;
   }
@@ -605,8 +618,13 @@ class AgentImpl final : public Agent {
   // The last value of s that came in order: the one parked waiting for room, or else the last
   // handed over. A free or unload waits for it: a parked value's parts name what it holds.
   static std::uint64_t last_received(const Served& s) {
-    return s.parked ? s.parked->submit.value : s.awaiting ? s.awaiting->value : s.submitted;
+    if (s.parked) return s.parked->submit.value;
+    if (s.awaiting) return s.awaiting->value;
+    return s.direct ? s.direct->submit.value : s.submitted;
   }
+  // Whether a value holds up the ones after it: waiting for room, for its Data, or for the
+  // device to reach the value before it.
+  static bool held_up(const Served& s) { return s.parked || s.awaiting || s.direct; }
 
   void on(Client& c, const wire::Submit& m) {
     Served* s = device(c, m.device);
@@ -616,7 +634,7 @@ class AgentImpl final : public Agent {
     // sent later): a value waits for those before it, and for one parked waiting for room.
     if (m.value <= last_received(*s) || m.value > s->submitted + kAheadMost)
       return lose(c, *s, fmt::format("value {} submitted after value {}", m.value, last_received(*s)));
-    if (m.value != s->submitted + 1 || s->parked || s->awaiting) {
+    if (m.value != s->submitted + 1 || held_up(*s)) {
       s->ahead.emplace(m.value, m);
       return;
     }
@@ -626,7 +644,7 @@ class AgentImpl final : public Agent {
 
   // Hands over the values that came ahead, in order, until one is missing or parks.
   void hand_over_ahead(Client& c, Served& s) {
-    for (auto it = s.ahead.find(s.submitted + 1); it != s.ahead.end() && !s.lost && !s.parked && !s.awaiting;
+    for (auto it = s.ahead.find(s.submitted + 1); it != s.ahead.end() && !s.lost && !held_up(s);
          it = s.ahead.find(s.submitted + 1)) {
       wire::Submit next = std::move(it->second);
       s.ahead.erase(it);
@@ -655,7 +673,8 @@ class AgentImpl final : public Agent {
   // once if room fits, else once room frees (s.parked, retried from the idle rounds).
   void hand_over(Client& c, Served& s, const wire::Submit& m) {
     if (!admit(c, s, m)) return;
-    switch (landed(c, s, m)) {
+    std::vector<Served::Arrived> bytes;
+    switch (landed(c, s, m, bytes)) {
       case Landed::Waiting:
         s.awaiting = m;
         return;
@@ -664,6 +683,89 @@ class AgentImpl final : public Agent {
       case Landed::All:
         break;
     }
+    if (direct(s, m)) return take_direct(c, s, m, std::move(bytes));
+    for (auto& a : bytes) {
+      const Held& w = s.regions.at(a.range.region);  // checked by admit
+      if (const ucs_status_t st = worker_->take(a.bytes, w.window + a.range.offset, w.window_memh); st != UCS_OK) {
+        drop_all(bytes);
+        return lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", m.value, ucx::status_text(st)));
+      }
+    }
+    run(c, s, m);
+  }
+
+  // Whether value m only copies bytes of the client's into device memory that the host
+  // addresses, a part a range it reads (one box, contiguous, from a window into device
+  // memory, untimed): such bytes can go straight into the device's memory.
+  static bool direct(const Served& s, const wire::Submit& m) {
+    if (!s.facts.host_addresses || m.timed || !m.downloads.empty() || m.uploads.size() != m.parts.size())
+      return false;
+    for (std::size_t i = 0; i < m.parts.size(); ++i) {
+      const wire::Part& p = m.parts[i];
+      if (p.kind != RIG_KIND_COPY || p.fill >= 0 || p.boxes.size() != 1) return false;
+      const wire::Box& b = p.boxes[0];
+      if (b.rows != 1 && (b.src_pitch != b.width || b.dst_pitch != b.width)) return false;
+      auto src = s.regions.find(p.src_region), dst = s.regions.find(p.dst_region);
+      if (src == s.regions.end() || !src->second.window || dst == s.regions.end() || dst->second.window ||
+          dst->second.address == 0)
+        return false;
+      if (m.uploads[i] != wire::Range{p.src_region, p.src_offset + b.src_offset, b.width * b.rows}) return false;
+    }
+    return true;
+  }
+
+  // Takes a direct value's bytes into the device's memory once the device reached the value
+  // before it (else it waits in s.direct), then hands the device the value with its copies
+  // emptied, so that its word moves in its turn.
+  void take_direct(Client& c, Served& s, const wire::Submit& m, std::vector<Served::Arrived> bytes) {
+    if (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) + 1 < m.value) {
+      s.direct = Served::Direct{m, std::move(bytes)};
+      s.room_wanted = true;  // the watcher wakes the progress thread when the word moves
+      return;
+    }
+    wire::Submit emptied = m;
+    for (std::size_t i = 0; i < m.parts.size(); ++i) {
+      const wire::Part& p = m.parts[i];
+      // The Data of upload i, which direct() matched to part i.
+      auto a = std::find_if(bytes.begin(), bytes.end(), [&](const Served::Arrived& x) { return x.range == m.uploads[i]; });
+      // The region's own address (the host's, as the device's facts say), not the part's:
+      // inside dst, as admit checked.
+      auto* into = reinterpret_cast<std::byte*>(s.regions.at(p.dst_region).address + p.dst_offset + p.boxes[0].dst_offset);
+      if (const ucs_status_t st = worker_->take(a->bytes, into, nullptr); st != UCS_OK) {
+        drop_all(bytes);
+        return lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", m.value, ucx::status_text(st)));
+      }
+      emptied.parts[i].boxes.clear();
+    }
+    emptied.uploads.clear();
+    if (admit(c, s, emptied)) run(c, s, emptied);
+  }
+
+  // Hands a value s took direct bytes for over once the device reached the value before it.
+  bool retry_direct(Client& c, Served& s) {
+    if (s.lost || s.stopped) {
+      drop_all(s.direct->bytes);
+      s.direct.reset();
+      s.room_wanted = s.parked.has_value();
+      return false;
+    }
+    if (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) + 1 < s.direct->submit.value) return false;
+    Served::Direct d = std::move(*s.direct);
+    s.direct.reset();
+    s.room_wanted = s.parked.has_value();
+    take_direct(c, s, d.submit, std::move(d.bytes));
+    hand_over_ahead(c, s);
+    return true;
+  }
+
+  void drop_all(std::vector<Served::Arrived>& bytes) {
+    for (auto& a : bytes) worker_->drop(a.bytes);
+    bytes.clear();
+  }
+
+  // Hands value m, its bytes in place, to the device: at once if room fits, else once room
+  // frees (s.parked).
+  void run(Client& c, Served& s, const wire::Submit& m) {
     switch (make_room(c, s, m.value)) {
       case Room::Fits:
         return give(c, s, m);
@@ -681,21 +783,26 @@ class AgentImpl final : public Agent {
 
   enum class Landed { All, Waiting, Lost };
 
-  // Whether the Data of m's uploads are all in their windows: All (their records dropped),
-  // Waiting while some have not come, Lost (the device lost) where the Data that came are
-  // not m's uploads.
-  Landed landed(Client& c, Served& s, const wire::Submit& m) {
-    auto it = s.landed.find(m.value);
-    std::vector<wire::Range> got = it == s.landed.end() ? std::vector<wire::Range>{} : it->second;
-    if (got.size() < m.uploads.size()) return Landed::Waiting;
-    std::vector<wire::Range> wanted = m.uploads;
+  // Whether the Data of m's uploads all came: All (handed to `bytes`), Waiting while some
+  // have not, Lost (the device lost, their bytes dropped) where those that came are not m's
+  // uploads.
+  Landed landed(Client& c, Served& s, const wire::Submit& m, std::vector<Served::Arrived>& bytes) {
+    auto it = s.arrived.find(m.value);
+    const std::size_t came = it == s.arrived.end() ? 0 : it->second.size();
+    if (came < m.uploads.size()) return Landed::Waiting;
+    if (it != s.arrived.end()) {
+      bytes = std::move(it->second);
+      s.arrived.erase(it);
+    }
     auto order = [](const wire::Range& a, const wire::Range& b) {
       return std::tie(a.region, a.offset, a.length) < std::tie(b.region, b.offset, b.length);
     };
+    std::vector<wire::Range> got, wanted = m.uploads;
+    for (const auto& a : bytes) got.push_back(a.range);
     std::sort(got.begin(), got.end(), order);
     std::sort(wanted.begin(), wanted.end(), order);
-    if (it != s.landed.end()) s.landed.erase(it);
     if (got != wanted) {
+      drop_all(bytes);
       lose(c, s, fmt::format("value {}: its Data are not the ranges of mapped host memory its parts read", m.value));
       return Landed::Lost;
     }
@@ -723,14 +830,12 @@ class AgentImpl final : public Agent {
       worker_->drop(bytes);
       return lose(c, *s, fmt::format("value {}: Data after the value was handed over", d->value));
     }
-    auto& records = s->landed[d->value];
+    auto& records = s->arrived[d->value];
     if (d->value > s->submitted + kAheadMost || records.size() >= kDataMost) {
       worker_->drop(bytes);
       return lose(c, *s, fmt::format("value {}: Data too far ahead, or too many", d->value));
     }
-    if (const ucs_status_t st = worker_->take(bytes, w->window + d->offset, w->window_memh); st != UCS_OK)
-      return lose(c, *s, fmt::format("value {}: taking the client's bytes failed: {}", d->value, ucx::status_text(st)));
-    records.push_back({d->region, d->offset, d->length});
+    records.push_back({{d->region, d->offset, d->length}, worker_->keep(bytes)});
     if (s->awaiting && s->awaiting->value == d->value) {
       wire::Submit m = std::move(*s->awaiting);
       s->awaiting.reset();
@@ -1183,6 +1288,10 @@ class AgentImpl final : public Agent {
   // Stops s's driver (stop) and frees what its client held on it.
   void release(Served& s) {
     drop_parked(s);
+    if (s.direct) drop_all(s.direct->bytes);
+    s.direct.reset();
+    for (auto& [v, bytes] : s.arrived) drop_all(bytes);
+    s.arrived.clear();
     if (!s.stopped) stop(s, "its client let it go");
     settle(s);
     while (!s.regions.empty()) free_region(s, s.regions.begin()->first);

@@ -377,6 +377,18 @@ ucs_status_t Worker::take(Payload& payload, void* into, ucp_mem_h memh) {
   return finish(ucp_am_recv_data_nbx(worker_, payload.desc_, into, payload.length_, &p));
 }
 
+Payload Worker::keep(Payload& payload) {
+  Payload out = payload;
+  if (payload.eager_) {
+    // Bytes that came with the header live in the event's buffer, which goes after the
+    // handler: the kept payload owns a copy.
+    out.owned_ = std::make_shared<std::vector<std::byte>>(payload.eager_, payload.eager_ + payload.length_);
+    out.eager_ = out.owned_->data();
+  }
+  payload.settled_ = true;
+  return out;
+}
+
 void Worker::drop(Payload& payload) {
   if (payload.settled_) return;
   payload.settled_ = true;

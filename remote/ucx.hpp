@@ -32,7 +32,7 @@ struct Address {
 Result<Address> parse_address(std::string_view address);
 
 // The bytes of a data message, as UCX holds them for its handler: taken into their place by
-// Worker::take, or let go by Worker::drop.
+// Worker::take, or let go by Worker::drop; Worker::keep hands them to a later caller.
 class Payload {
  public:
   std::size_t length() const { return length_; }
@@ -41,6 +41,7 @@ class Payload {
   friend class Worker;
   void* desc_ = nullptr;                  // a rendezvous's descriptor: UCX fetches the bytes
   const std::byte* eager_ = nullptr;      // bytes that came with the header
+  std::shared_ptr<std::vector<std::byte>> owned_;  // a kept payload's copy of them
   std::size_t length_ = 0;
   bool settled_ = false;                  // taken or dropped
 };
@@ -134,6 +135,9 @@ class Worker {
   ucs_status_t take(Payload& payload, void* into, ucp_mem_h memh);
   // Lets a data message's bytes go untaken.
   void drop(Payload& payload);
+  // Keeps a data message's bytes in UCX past its handler: the payload returned, which its
+  // owner takes or drops later (the one given counts as settled).
+  Payload keep(Payload& payload);
 
   // --- registered memory ---
 

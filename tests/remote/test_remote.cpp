@@ -256,11 +256,12 @@ class RawClient {
     remote::wire::encode(m, b);
     worker_.send(ep_, b);
   }
-  // Sends d with its bytes from `bytes`, waiting until the agent took them.
+  // Sends d with its bytes from `bytes`, which must stay until the agent took them (it may
+  // take them only once the value's Submit came, as rig's client sends them).
   void send_data(const remote::wire::Data& d, const void* bytes) {
     std::vector<std::byte> b;
     remote::wire::encode(d, b);
-    REQUIRE(worker_.finish(worker_.send_data(ep_, b, bytes, std::size_t(d.length), nullptr)) == UCS_OK);
+    worker_.forget(worker_.send_data(ep_, b, bytes, std::size_t(d.length), nullptr));
   }
   // The next message of type T the agent sent (within 5 s).
   template <class T>
@@ -707,6 +708,38 @@ bool steps_to(RawClient& client, fake::Control& control, std::uint64_t v) {
         return reached >= v;
       },
       2000ms);
+}
+
+TEST_CASE("bytes a value copies straight into device memory land only after the values before it ran") {
+  // On a device whose work runs only when the test steps it: value 1 copies zeros over dst,
+  // value 2 the client's bytes into dst (straight into the device's memory, the host
+  // addressing it), value 3 dst back to the client. The client's bytes must be what it sees.
+  auto [fake_opener, control] = fake::opener("STEPPED", [] {
+    fake::Options o;
+    o.runs_when_asleep = false;
+    return o;
+  }());
+  auto served = remote::Agent::start({"127.0.0.1:0", {"STEPPED"}, kToken, {fake_opener}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  RawClient raw((*served)->address());
+  const auto device = raw.open_device("STEPPED");
+  const auto zeros = raw.alloc(device, 4096), dst = raw.alloc(device, 4096);
+  alignas(4096) static std::byte host_bytes[4096];
+  std::memset(host_bytes, 'b', sizeof host_bytes);
+  const std::uint64_t window = raw.map(device, host_bytes, sizeof host_bytes);
+  raw.send(remote::wire::Submit{device, 1, {copy_part(zeros, dst, 4096)}, {}, {}});
+  REQUIRE(eventually([&] { return control->pending() == 1; }, 2000ms));
+  raw.send_data(remote::wire::Data{device, 2, window, 0, 4096}, host_bytes);
+  raw.send(remote::wire::Submit{device, 2, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+  std::this_thread::sleep_for(50ms);
+  CHECK(control->pending() == 1);  // value 2 waits for value 1
+  REQUIRE(steps_to(raw, *control, 2));
+  raw.send(remote::wire::Submit{device, 3, {copy_part(dst, window, 4096)}, {}, {{window, 0, 4096}}});
+  REQUIRE(steps_to(raw, *control, 3));
+  auto taken = raw.taken();
+  REQUIRE(taken.size() == 1);
+  CHECK(std::all_of(taken[0].begin(), taken[0].end(), [](std::byte b) { return b == std::byte{'b'}; }));
+  CHECK(control->violations().empty());
 }
 
 // The values of the fake's log, in the order they ran.
