@@ -694,29 +694,36 @@ class AgentImpl final : public Agent {
     run(c, s, m);
   }
 
-  // Whether value m only copies bytes of the client's into device memory that the host
-  // addresses, a part a range it reads (one box, contiguous, from a window into device
-  // memory, untimed): such bytes can go straight into the device's memory.
+  // Whether value m only copies the client's bytes into device memory that the host
+  // addresses, or only such memory into the client's, a part a range it reads or writes
+  // (one box, contiguous, between a window and device memory, untimed): such bytes can go
+  // straight between the device's memory and the client's.
   static bool direct(const Served& s, const wire::Submit& m) {
-    if (!s.facts.host_addresses || m.timed || !m.downloads.empty() || m.uploads.size() != m.parts.size())
-      return false;
+    const bool in = m.downloads.empty(), out = m.uploads.empty();
+    if (!s.facts.host_addresses || m.timed || in == out) return false;
+    const auto& ranges = in ? m.uploads : m.downloads;
+    if (ranges.size() != m.parts.size()) return false;
     for (std::size_t i = 0; i < m.parts.size(); ++i) {
       const wire::Part& p = m.parts[i];
       if (p.kind != RIG_KIND_COPY || p.fill >= 0 || p.boxes.size() != 1) return false;
       const wire::Box& b = p.boxes[0];
       if (b.rows != 1 && (b.src_pitch != b.width || b.dst_pitch != b.width)) return false;
-      auto src = s.regions.find(p.src_region), dst = s.regions.find(p.dst_region);
-      if (src == s.regions.end() || !src->second.window || dst == s.regions.end() || dst->second.window ||
-          dst->second.address == 0)
+      auto window = s.regions.find(in ? p.src_region : p.dst_region);
+      auto memory = s.regions.find(in ? p.dst_region : p.src_region);
+      if (window == s.regions.end() || !window->second.window || memory == s.regions.end() ||
+          memory->second.window || memory->second.address == 0)
         return false;
-      if (m.uploads[i] != wire::Range{p.src_region, p.src_offset + b.src_offset, b.width * b.rows}) return false;
+      const wire::Range range = in ? wire::Range{p.src_region, p.src_offset + b.src_offset, b.width * b.rows}
+                                   : wire::Range{p.dst_region, p.dst_offset + b.dst_offset, b.width * b.rows};
+      if (ranges[i] != range) return false;
     }
     return true;
   }
 
-  // Takes a direct value's bytes into the device's memory once the device reached the value
-  // before it (else it waits in s.direct), then hands the device the value with its copies
-  // emptied, so that its word moves in its turn.
+  // Moves a direct value's bytes once the device reached the value before it (else it waits
+  // in s.direct): the client's Data taken into the device's memory, or the device's memory
+  // sent to the client as Data and taken there; then hands the device the value with its
+  // copies emptied, so that its word moves in its turn (and its Reached follows the Data).
   void take_direct(Client& c, Served& s, const wire::Submit& m, std::vector<Served::Arrived> bytes) {
     if (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) + 1 < m.value) {
       s.direct = Served::Direct{m, std::move(bytes)};
@@ -724,20 +731,35 @@ class AgentImpl final : public Agent {
       return;
     }
     wire::Submit emptied = m;
+    std::vector<ucs_status_ptr_t> sends;
     for (std::size_t i = 0; i < m.parts.size(); ++i) {
       const wire::Part& p = m.parts[i];
-      // The Data of upload i, which direct() matched to part i.
-      auto a = std::find_if(bytes.begin(), bytes.end(), [&](const Served::Arrived& x) { return x.range == m.uploads[i]; });
-      // The region's own address (the host's, as the device's facts say), not the part's:
-      // inside dst, as admit checked.
-      auto* into = reinterpret_cast<std::byte*>(s.regions.at(p.dst_region).address + p.dst_offset + p.boxes[0].dst_offset);
-      if (const ucs_status_t st = worker_->take(a->bytes, into, nullptr); st != UCS_OK) {
-        drop_all(bytes);
-        return lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", m.value, ucx::status_text(st)));
-      }
+      const wire::Box& b = p.boxes[0];
       emptied.parts[i].boxes.clear();
+      // The regions' own addresses (the host's, as the device's facts say), not the part's:
+      // inside them, as admit checked.
+      if (m.downloads.empty()) {
+        // The Data of upload i, which direct() matched to part i.
+        auto a = std::find_if(bytes.begin(), bytes.end(), [&](const Served::Arrived& x) { return x.range == m.uploads[i]; });
+        auto* into = reinterpret_cast<std::byte*>(s.regions.at(p.dst_region).address + p.dst_offset + b.dst_offset);
+        if (const ucs_status_t st = worker_->take(a->bytes, into, nullptr); st != UCS_OK) {
+          drop_all(bytes);
+          return lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", m.value, ucx::status_text(st)));
+        }
+      } else {
+        const auto* from = reinterpret_cast<const std::byte*>(s.regions.at(p.src_region).address + p.src_offset + b.src_offset);
+        const wire::Range& d = m.downloads[i];
+        std::vector<std::byte> header;  // not s.data_header, which the watcher's reports use
+        wire::encode(wire::Data{s.id, m.value, d.region, d.offset, d.length}, header);
+        sends.push_back(worker_->send_data(s.ep, header, from, d.length, nullptr));
+      }
     }
+    // A send by rendezvous is done once the client took the bytes: the device's memory may
+    // change after.
+    if (auto failed = finish_all(*worker_, sends))
+      return lose(c, s, fmt::format("sending value {}'s bytes into the client's memory failed: {}", m.value, *failed));
     emptied.uploads.clear();
+    emptied.downloads.clear();
     if (admit(c, s, emptied)) run(c, s, emptied);
   }
 

@@ -710,10 +710,11 @@ bool steps_to(RawClient& client, fake::Control& control, std::uint64_t v) {
       2000ms);
 }
 
-TEST_CASE("bytes a value copies straight into device memory land only after the values before it ran") {
+TEST_CASE("bytes a value copies straight into or out of device memory move only after the values before it ran") {
   // On a device whose work runs only when the test steps it: value 1 copies zeros over dst,
-  // value 2 the client's bytes into dst (straight into the device's memory, the host
-  // addressing it), value 3 dst back to the client. The client's bytes must be what it sees.
+  // value 2 the client's bytes into dst, value 3 dst back to the client (both straight
+  // between the device's memory, which the host addresses, and the client's), all three
+  // submitted before any runs. The client's bytes must be what it sees.
   auto [fake_opener, control] = fake::opener("STEPPED", [] {
     fake::Options o;
     o.runs_when_asleep = false;
@@ -731,10 +732,10 @@ TEST_CASE("bytes a value copies straight into device memory land only after the 
   REQUIRE(eventually([&] { return control->pending() == 1; }, 2000ms));
   raw.send_data(remote::wire::Data{device, 2, window, 0, 4096}, host_bytes);
   raw.send(remote::wire::Submit{device, 2, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
-  std::this_thread::sleep_for(50ms);
-  CHECK(control->pending() == 1);  // value 2 waits for value 1
-  REQUIRE(steps_to(raw, *control, 2));
   raw.send(remote::wire::Submit{device, 3, {copy_part(dst, window, 4096)}, {}, {{window, 0, 4096}}});
+  std::this_thread::sleep_for(50ms);
+  CHECK(control->pending() == 1);  // values 2 and 3 wait for value 1
+  CHECK(raw.taken().empty());
   REQUIRE(steps_to(raw, *control, 3));
   auto taken = raw.taken();
   REQUIRE(taken.size() == 1);
