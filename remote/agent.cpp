@@ -739,10 +739,13 @@ class AgentImpl final : public Agent {
       // The regions' own addresses (the host's, as the device's facts say), not the part's:
       // inside them, as admit checked.
       if (m.downloads.empty()) {
-        // The Data of upload i, which direct() matched to part i.
+        // A Data of upload i's range, which direct() matched to part i (each taken once: two
+        // parts may read one range, each with a Data of its own).
         auto a = std::find_if(bytes.begin(), bytes.end(), [&](const Served::Arrived& x) { return x.range == m.uploads[i]; });
         auto* into = reinterpret_cast<std::byte*>(s.regions.at(p.dst_region).address + p.dst_offset + b.dst_offset);
-        if (const ucs_status_t st = worker_->take(a->bytes, into, nullptr); st != UCS_OK) {
+        const ucs_status_t st = worker_->take(a->bytes, into, nullptr);
+        bytes.erase(a);
+        if (st != UCS_OK) {
           drop_all(bytes);
           return lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", m.value, ucx::status_text(st)));
         }

@@ -400,6 +400,25 @@ TEST_CASE("a value whose Submit comes before its Data waits for them, then runs 
   CHECK(std::all_of(taken[0].begin(), taken[0].end(), [](std::byte b) { return b == std::byte{'q'}; }));
 }
 
+TEST_CASE("two parts of a value reading one range of mapped host memory each take their own Data") {
+  RawClient raw;
+  const auto device = raw.open_device();
+  const auto one = raw.alloc(device, 4096), two = raw.alloc(device, 4096);
+  alignas(4096) static std::byte host_bytes[4096];
+  std::memset(host_bytes, 't', sizeof host_bytes);
+  const std::uint64_t window = raw.map(device, host_bytes, sizeof host_bytes);
+  raw.send_data(remote::wire::Data{device, 1, window, 0, 4096}, host_bytes);
+  raw.send_data(remote::wire::Data{device, 1, window, 0, 4096}, host_bytes);
+  raw.send(remote::wire::Submit{device, 1, {copy_part(window, one, 4096), copy_part(window, two, 4096)},
+                                {{window, 0, 4096}, {window, 0, 4096}}, {}});
+  CHECK(raw.next<remote::wire::Reached>().to == 1);
+  raw.send(remote::wire::Submit{device, 2, {copy_part(two, window, 4096)}, {}, {{window, 0, 4096}}});
+  CHECK(raw.next<remote::wire::Reached>().to == 2);
+  auto taken = raw.taken();
+  REQUIRE(taken.size() == 1);
+  CHECK(std::all_of(taken[0].begin(), taken[0].end(), [](std::byte b) { return b == std::byte{'t'}; }));
+}
+
 TEST_CASE("Data outside the window, after their value, or not the ranges the parts read lose the device; others go on") {
   alignas(4096) static std::byte host_bytes[4096];
   {
