@@ -419,6 +419,21 @@ TEST_CASE("two parts of a value reading one range of mapped host memory each tak
   CHECK(std::all_of(taken[0].begin(), taken[0].end(), [](std::byte b) { return b == std::byte{'t'}; }));
 }
 
+namespace {
+
+// Opens MEM on raw and submits value 1, a copy of all 4096 bytes of a window of `host` into
+// device memory, with a Data of its first `data_length` bytes: the device and the window.
+std::pair<std::uint32_t, std::uint64_t> copy_in(RawClient& raw, const std::byte* host, std::uint64_t data_length) {
+  const auto device = raw.open_device();
+  const auto dst = raw.alloc(device, 4096);
+  const std::uint64_t window = raw.map(device, host, 4096);
+  raw.send_data(remote::wire::Data{device, 1, window, 0, data_length}, host);
+  raw.send(remote::wire::Submit{device, 1, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+  return {device, window};
+}
+
+}  // namespace
+
 TEST_CASE("Data outside the window, after their value, or not the ranges the parts read lose the device; others go on") {
   alignas(4096) static std::byte host_bytes[4096];
   {
@@ -430,22 +445,14 @@ TEST_CASE("Data outside the window, after their value, or not the ranges the par
   }
   {
     RawClient raw;
-    const auto device = raw.open_device();
-    const auto dst = raw.alloc(device, 4096);
-    const std::uint64_t window = raw.map(device, host_bytes, sizeof host_bytes);
-    raw.send_data(remote::wire::Data{device, 1, window, 0, 4096}, host_bytes);
-    raw.send(remote::wire::Submit{device, 1, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+    const auto [device, window] = copy_in(raw, host_bytes, 4096);
     CHECK(raw.next<remote::wire::Reached>().to == 1);
     raw.send_data(remote::wire::Data{device, 1, window, 0, 4096}, host_bytes);
     CHECK(raw.next<remote::wire::Lost>().why == "value 1: Data after the value was handed over");
   }
   {
     RawClient raw;
-    const auto device = raw.open_device();
-    const auto dst = raw.alloc(device, 4096);
-    const std::uint64_t window = raw.map(device, host_bytes, sizeof host_bytes);
-    raw.send_data(remote::wire::Data{device, 1, window, 0, 2048}, host_bytes);
-    raw.send(remote::wire::Submit{device, 1, {copy_part(window, dst, 4096)}, {{window, 0, 4096}}, {}});
+    copy_in(raw, host_bytes, 2048);
     CHECK(raw.next<remote::wire::Lost>().why ==
           "value 1: its Data are not the ranges of mapped host memory its parts read");
   }
