@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -159,6 +160,10 @@ class Connection {
 
   // Progresses the connection on this thread, unless another thread does now.
   void poll() { worker_->poll(); }
+  // Ends the progress thread (at exit).
+  void halt() {
+    if (worker_) worker_->halt();
+  }
   ucx::Worker& worker() { return *worker_; }
 
   std::mutex& mutex() { return mutex_; }
@@ -192,6 +197,16 @@ class Connection {
 std::mutex g_connections_mutex;
 std::map<std::string, std::weak_ptr<Connection>> g_connections;
 
+// At exit, the connections still open (their devices live on in rig to the end) stop their
+// progress threads before UCX's library destructors run (those run after every handler
+// std::atexit registers once the libraries are loaded).
+void halt_connections() {
+  std::unique_lock g(g_connections_mutex, std::try_to_lock);  // a connection being made: left be
+  if (!g.owns_lock()) return;
+  for (auto& [key, weak] : g_connections)
+    if (auto c = weak.lock()) c->halt();
+}
+
 Result<std::shared_ptr<Connection>> connection(const std::string& address, const std::string& given_token,
                                                std::vector<std::string>* names = nullptr) {
   auto t = token(given_token);
@@ -204,6 +219,8 @@ Result<std::shared_ptr<Connection>> connection(const std::string& address, const
     std::lock_guard cg(c->mutex());
     if (c->lost().empty()) return c;
   }
+  static const bool halting_at_exit = std::atexit(halt_connections) == 0;
+  (void)halting_at_exit;
   auto c = std::make_shared<Connection>(address, *where);
   auto served = c->begin(*t);
   if (!served) return std::unexpected(served.error());

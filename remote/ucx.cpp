@@ -152,11 +152,16 @@ Worker::Worker(Handlers handlers) : handlers_(std::move(handlers)) {
   thread_ = std::thread([this] { progress(); });
 }
 
-Worker::~Worker() {
+void Worker::halt() {
   muted_.store(true);
   stopping_.store(true);
   ucp_worker_signal(worker_);
-  thread_.join();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+Worker::~Worker() {
+  halt();
+  if (thread_.joinable()) thread_.detach();  // halted from its own thread: it returns at once
   if (listener_) ucp_listener_destroy(listener_);
   // Sends still in flight hold their buffers: progress them out before the worker goes.
   for (int i = 0; i < 1000 && ucp_worker_progress(worker_) != 0; ++i) {

@@ -114,6 +114,11 @@ class Worker {
   };
   // After it returns no handler runs again; the progress thread only progresses UCX.
   void mute();
+  // Mutes the worker and ends its progress thread (waiting for it), leaving UCX's objects to
+  // the destructor: a process that exits with the worker alive calls it before UCX's own
+  // library destructors run, which the thread would otherwise race. Threads that send or
+  // poll still may; nothing progresses the worker between their calls.
+  void halt();
   // The transports the endpoint's lanes use, as UCX prints them ("tcp/lo", "posix/memory"),
   // comma-separated and each once.
   std::string transports(ucp_ep_h ep);
