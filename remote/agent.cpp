@@ -145,15 +145,16 @@ struct Served {
     ucx::Payload bytes;
   };
   std::map<std::uint64_t, std::vector<Arrived>> arrived;
-  // A value that only copies the client's bytes into the device's memory, which the host
-  // addresses: its bytes go there straight, without the window, once the device reached the
-  // value before it (retried from the idle rounds; the values after it wait in `ahead`).
+  // A value that only copies between the client's memory and the device's, which the host
+  // addresses: its bytes go straight between the two, without the window, once the device
+  // reached the value before it (retried from the idle rounds; the values after it wait in
+  // `ahead`).
   struct Direct {
     wire::Submit submit;
     std::vector<Arrived> bytes;
   };
   std::optional<Direct> direct;
-  std::atomic<bool> room_wanted{false};  // parked is set: the watcher wakes the progress thread
+  std::atomic<bool> room_wanted{false};  // parked or direct is set: the watcher wakes the progress thread
   std::thread watcher;
 
   // Frees and unloads waiting for the values submitted before them: (value, region or image).
@@ -615,8 +616,9 @@ class AgentImpl final : public Agent {
     reply(c, m.request, wire::kOk, answer == RIG_NEVER ? why : "", std::uint64_t(answer));
   }
 
-  // The last value of s that came in order: the one parked waiting for room, or else the last
-  // handed over. A free or unload waits for it: a parked value's parts name what it holds.
+  // The last value of s that came in order: the one held up (waiting for room, its Data or
+  // the value before it), or else the last handed over. A free or unload waits for it: a
+  // held-up value's parts name what it holds.
   static std::uint64_t last_received(const Served& s) {
     if (s.parked) return s.parked->submit.value;
     if (s.awaiting) return s.awaiting->value;
@@ -686,12 +688,30 @@ class AgentImpl final : public Agent {
     if (direct(s, m)) return take_direct(c, s, m, std::move(bytes));
     for (auto& a : bytes) {
       const Held& w = s.regions.at(a.range.region);  // checked by admit
-      if (const ucs_status_t st = worker_->take(a.bytes, w.window + a.range.offset, w.window_memh); st != UCS_OK) {
-        drop_all(bytes);
-        return lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", m.value, ucx::status_text(st)));
-      }
+      if (!took(c, s, m.value, a.bytes, w.window + a.range.offset, w.window_memh)) return drop_all(bytes);
     }
     run(c, s, m);
+  }
+
+  // Takes a Data's bytes into `into` (memh registering it, or null): false, the device lost
+  // naming value v, where UCX fails.
+  bool took(Client& c, Served& s, std::uint64_t v, ucx::Payload& bytes, std::byte* into, ucp_mem_h memh) {
+    const ucs_status_t st = worker_->take(bytes, into, memh);
+    if (st != UCS_OK) lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", v, ucx::status_text(st)));
+    return st == UCS_OK;
+  }
+
+  // Sends range d of mapped host memory, written by value v, from `from` (memh registering
+  // it, or null) as a Data of s, its header encoded into `header`: started, not finished.
+  static ucs_status_ptr_t send_range(Served& s, std::uint64_t v, const wire::Range& d, const std::byte* from,
+                                     ucp_mem_h memh, std::vector<std::byte>& header) {
+    wire::encode(wire::Data{s.id, v, d.region, d.offset, d.length}, header);
+    return s.worker->send_data(s.ep, header, from, d.length, memh);
+  }
+
+  // Whether s's device reached the value before v.
+  static bool reached_before(const Served& s, std::uint64_t v) {
+    return __atomic_load_n(&s.word, __ATOMIC_ACQUIRE) + 1 >= v;
   }
 
   // Whether value m only copies the client's bytes into device memory that the host
@@ -725,7 +745,7 @@ class AgentImpl final : public Agent {
   // sent to the client as Data and taken there; then hands the device the value with its
   // copies emptied, so that its word moves in its turn (and its Reached follows the Data).
   void take_direct(Client& c, Served& s, const wire::Submit& m, std::vector<Served::Arrived> bytes) {
-    if (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) + 1 < m.value) {
+    if (!reached_before(s, m.value)) {
       s.direct = Served::Direct{m, std::move(bytes)};
       s.room_wanted = true;  // the watcher wakes the progress thread when the word moves
       return;
@@ -743,18 +763,13 @@ class AgentImpl final : public Agent {
         // parts may read one range, each with a Data of its own).
         auto a = std::find_if(bytes.begin(), bytes.end(), [&](const Served::Arrived& x) { return x.range == m.uploads[i]; });
         auto* into = reinterpret_cast<std::byte*>(s.regions.at(p.dst_region).address + p.dst_offset + b.dst_offset);
-        const ucs_status_t st = worker_->take(a->bytes, into, nullptr);
+        const bool ok = took(c, s, m.value, a->bytes, into, nullptr);
         bytes.erase(a);
-        if (st != UCS_OK) {
-          drop_all(bytes);
-          return lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", m.value, ucx::status_text(st)));
-        }
+        if (!ok) return drop_all(bytes);
       } else {
         const auto* from = reinterpret_cast<const std::byte*>(s.regions.at(p.src_region).address + p.src_offset + b.src_offset);
-        const wire::Range& d = m.downloads[i];
         std::vector<std::byte> header;  // not s.data_header, which the watcher's reports use
-        wire::encode(wire::Data{s.id, m.value, d.region, d.offset, d.length}, header);
-        sends.push_back(worker_->send_data(s.ep, header, from, d.length, nullptr));
+        sends.push_back(send_range(s, m.value, m.downloads[i], from, nullptr, header));
       }
     }
     // A send by rendezvous is done once the client took the bytes: the device's memory may
@@ -774,7 +789,7 @@ class AgentImpl final : public Agent {
       s.room_wanted = s.parked.has_value();
       return false;
     }
-    if (__atomic_load_n(&s.word, __ATOMIC_ACQUIRE) + 1 < s.direct->submit.value) return false;
+    if (!reached_before(s, s.direct->submit.value)) return false;
     Served::Direct d = std::move(*s.direct);
     s.direct.reset();
     s.room_wanted = s.parked.has_value();
@@ -1218,8 +1233,7 @@ class AgentImpl final : public Agent {
       for (auto it = s.downloads.begin(); it != s.downloads.end() && it->first <= w;) {
         for (const auto& d : it->second) {
           const Held& h = s.regions.at(d.region);  // checked at submit; freed only once sent
-          wire::encode(wire::Data{s.id, it->first, d.region, d.offset, d.length}, s.data_header);
-          s.sends.push_back(s.worker->send_data(s.ep, s.data_header, h.window + d.offset, d.length, h.window_memh));
+          s.sends.push_back(send_range(s, it->first, d, h.window + d.offset, h.window_memh, s.data_header));
         }
         it = s.downloads.erase(it);
       }

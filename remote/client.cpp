@@ -491,17 +491,17 @@ class RemoteDevice final : public edge::Driver {
         memh = it->second.memh;
       }
     }
+    std::string why;
     if (!into) {
       c_->worker().drop(bytes);
-      std::lock_guard g(c_->mutex());
-      lose(fmt::format("{}: the agent sent value {}'s bytes for memory outside what it mapped", name_, d.value));
-      return c_->cv().notify_all();
+      why = fmt::format("{}: the agent sent value {}'s bytes for memory outside what it mapped", name_, d.value);
+    } else if (const ucs_status_t st = c_->worker().take(bytes, into, memh); st != UCS_OK) {
+      why = fmt::format("{}: taking value {}'s bytes failed: {}", name_, d.value, ucx::status_text(st));
     }
-    if (const ucs_status_t st = c_->worker().take(bytes, into, memh); st != UCS_OK) {
-      std::lock_guard g(c_->mutex());
-      lose(fmt::format("{}: taking value {}'s bytes failed: {}", name_, d.value, ucx::status_text(st)));
-      c_->cv().notify_all();
-    }
+    if (why.empty()) return;
+    std::lock_guard g(c_->mutex());
+    lose(std::move(why));
+    c_->cv().notify_all();
   }
 
   int commit(const char** failure) {

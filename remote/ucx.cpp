@@ -312,6 +312,20 @@ ucs_status_t Worker::on_message(void* arg, const void*, std::size_t, void* data,
   return UCS_OK;
 }
 
+namespace {
+
+// A request's parameters naming memh, the registration of its local memory, where there is one.
+ucp_request_param_t registered(ucp_mem_h memh) {
+  ucp_request_param_t p{};
+  if (memh) {
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh;
+  }
+  return p;
+}
+
+}  // namespace
+
 ucs_status_t Worker::on_data(void* arg, const void* header, std::size_t header_length, void* data,
                              std::size_t length, const ucp_am_recv_param_t* param) {
   auto* self = static_cast<Worker*>(arg);
@@ -338,13 +352,9 @@ ucs_status_ptr_t Worker::send_data(ucp_ep_h ep, std::span<const std::byte> heade
                                    std::size_t length, ucp_mem_h memh) {
   auto b = buffer();
   b->bytes.assign(header.begin(), header.end());
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  ucp_request_param_t p = registered(memh);
+  p.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV;
-  if (memh) {
-    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
-    p.memh = memh;
-  }
   p.cb.send = &Worker::on_data_sent;
   p.user_data = b.get();
   ucs_status_ptr_t r = ucp_am_send_nbx(ep, kDataId, b->bytes.data(), b->bytes.size(), bytes, length, &p);
@@ -374,11 +384,7 @@ ucs_status_t Worker::take(Payload& payload, void* into, ucp_mem_h memh) {
     if (payload.length_) std::memcpy(into, payload.eager_, payload.length_);
     return UCS_OK;
   }
-  ucp_request_param_t p{};
-  if (memh) {
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
-    p.memh = memh;
-  }
+  const ucp_request_param_t p = registered(memh);
   return finish(ucp_am_recv_data_nbx(worker_, payload.desc_, into, payload.length_, &p));
 }
 
