@@ -319,7 +319,9 @@ void DeviceState::wait(std::uint64_t v) {
   if (v > s && v > word()) refuse("wait for value {}, but only {} were submitted", v, s);
   if (reached(v)) return;
   commit_through(v);
-  for (int i = 0; i < 4000; ++i) {  // a few microseconds: most hand-offs end here
+  // Tens of microseconds (4000 pauses): most hand-offs end here. Not where the driver's sleep
+  // is what moves the word: spinning would only hold back the thread that moves it.
+  for (int i = 0; i < 4000 && !facts.sleep_polls; ++i) {
     if (word() >= v && reached(v)) return;  // reached: a lost device's word may show dropped values
     cpu_relax();
   }

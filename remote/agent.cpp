@@ -46,6 +46,9 @@ const std::vector<std::string>& known_devices() {
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 // The watcher's longest sleep in the driver before it looks at its stop flag.
 constexpr auto kWatchSlice = std::chrono::milliseconds(20);
+// While the progress thread spins, its idle rounds report: the watcher looks again once it
+// sleeps, or after this long.
+constexpr auto kSpinningLook = std::chrono::milliseconds(1);
 // The most values a submit may come ahead of the next one.
 constexpr std::uint64_t kAheadMost = 1 << 16;
 // The most Data messages one value may bring: far above the ranges rig's copies read.
@@ -1289,6 +1292,13 @@ class AgentImpl final : public Agent {
       }
       if (report_now(s)) {
         if (s.draining.load() || s.room_wanted.load()) s.worker->wake();  // a Stop or a parked value waits
+        continue;
+      }
+      // Not asleep in the driver while the progress thread reports: the device's store of
+      // its word would then wake this thread for nothing, a system call and a thread that
+      // takes a CPU from those on the value's path.
+      if (s.worker->spinning(kSpinningLook)) {
+        s.worker->await_sleep(kSpinningLook);
         continue;
       }
       std::uint64_t from;

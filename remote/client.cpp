@@ -48,7 +48,8 @@ constexpr auto kReplyLimit = std::chrono::seconds(30);
 constexpr auto kStopLimit = std::chrono::seconds(2);
 // Readings of the agent's clock at connection, of which the shortest round trip's is kept.
 constexpr int kClockReadings = 8;
-// How long a sleep spins on the word before it sleeps.
+// How long a sleep spins on the word, progressing the connection and yielding the CPU
+// each round, before it sleeps.
 constexpr std::uint64_t kSpinNs = 50'000;
 // Scratch of a part that fitted last time: this tag, then the hash of what room judges.
 constexpr std::uint64_t kFittedTag = 0x31544d5247495200ull;  // "\0RIGRMT1"
@@ -271,6 +272,7 @@ class RemoteDevice final : public edge::Driver {
     if (!f.queues.empty()) f.queues[0].runs.push_back(Kind::Fill);
     if (opened_.copy_engine >= 0) f.copy_engine = opened_.copy_engine;
     f.completion = edge::Completion::Host;
+    f.sleep_polls = true;  // sleep progresses the connection that brings the word
     f.waits = {false, false};
     f.may_block = true;
     if (opened_.hang_ms > 0) f.hang_ms = opened_.hang_ms;
@@ -364,7 +366,7 @@ class RemoteDevice final : public edge::Driver {
   void sleep(std::uint64_t v, std::chrono::nanoseconds most) override {
     {
       ucx::Worker::Polling polling(c_->worker());
-      host::Spin spin(kSpinNs / 2, kSpinNs);
+      host::Spin spin(0, kSpinNs);
       while (shown() < v && !lost_flag_.load(std::memory_order_acquire) && spin.spin()) c_->poll();
     }
     std::unique_lock g(c_->mutex());

@@ -27,11 +27,12 @@ constexpr unsigned kMessageId = 17;
 constexpr unsigned kDataId = 18;
 // How long the progress thread spins after an event before it sleeps on the event fd: a
 // round trip's next message usually comes within it, and a sleep's wake-up costs tens of
-// microseconds on these machines (DESIGN.md). The first part is pure pauses, the rest
-// yields the CPU each round, so that on a machine with more runnable threads than cores
-// the spinner does not keep the thread it waits for off the CPU.
+// microseconds on these machines (DESIGN.md). Each round yields the CPU, so that on a
+// machine with more runnable threads than cores the spinner does not keep the thread it
+// waits for (the device's, which runs the value) off the CPU: with 20 µs of pauses first, the
+// host device's thread started a served value 20 µs late when it shared the agent's CPU.
 constexpr std::uint64_t kSpinNs = 200'000;
-constexpr std::uint64_t kEagerNs = 20'000;
+constexpr std::uint64_t kEagerNs = 0;
 // The longest the progress thread sleeps before it looks at its stop flag again.
 constexpr int kSleepMs = 100;
 // UCX's keepalive: a peer silent this long is probed, so a dead one is noticed within 2 s.
@@ -156,6 +157,9 @@ void Worker::halt() {
   muted_.store(true);
   stopping_.store(true);
   ucp_worker_signal(worker_);
+  host::futex_wake(pollers_);  // the progress thread, if it sleeps while threads poll
+  asleep_.store(1, std::memory_order_seq_cst);  // it spins no more: watchers watch
+  host::futex_wake(asleep_);
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
@@ -492,6 +496,32 @@ bool Worker::progress_once() {
 
 void Worker::wake() { ucp_worker_signal(worker_); }
 
+bool Worker::spinning(std::chrono::nanoseconds within) const {
+  if (asleep_.load(std::memory_order_seq_cst) != 0) return false;
+  return rig_now_ns() - idle_at_.load(std::memory_order_relaxed) < std::uint64_t(within.count());
+}
+
+void Worker::await_sleep(std::chrono::nanoseconds most) {
+  sleep_awaiters_.fetch_add(1, std::memory_order_seq_cst);
+  if (asleep_.load(std::memory_order_seq_cst) == 0 && !stopping_.load(std::memory_order_seq_cst))
+    host::futex_wait(asleep_, 0, most);
+  sleep_awaiters_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::park_while_polled() {
+  const std::uint32_t n = pollers_.load(std::memory_order_seq_cst);
+  if (n == 0) return;
+  // Raised before the count is read again: a poller that goes after this read sees it and
+  // wakes this thread; one that went before changed the count, and the wait returns at once.
+  parked_.store(true, std::memory_order_seq_cst);
+  if (!stopping_.load(std::memory_order_seq_cst)) host::futex_wait(pollers_, n, std::chrono::milliseconds(kSleepMs));
+  parked_.store(false, std::memory_order_relaxed);
+}
+
+void Worker::resume() {
+  if (parked_.load(std::memory_order_seq_cst)) host::futex_wake(pollers_);
+}
+
 void Worker::mute() {
   Turn t(*this);
   muted_.store(true);
@@ -560,17 +590,27 @@ std::string Worker::transports(ucp_ep_h ep) {
 void Worker::progress() {
   while (!stopping_.load(std::memory_order_relaxed)) {
     host::Spin spin(kEagerNs, kSpinNs);
-    bool busy = true;
+    bool busy = false;
     while (!stopping_.load(std::memory_order_relaxed)) {
-      // A thread in poll() holds the turn while it waits for its reply: this one then only
-      // spins, never sleeping on the lock (a futex hand-off costs tens of microseconds).
-      if (Turn t(*this, std::try_to_lock); t.owns())
-        busy = turn() != 0 || (handlers_.idle && !muted_.load(std::memory_order_relaxed) && handlers_.idle());
-      if (busy) break;
-      // A poller progresses the worker itself: this thread sleeps until it is done.
-      if (pollers_.load(std::memory_order_relaxed) != 0 || !spin.spin()) break;
+      // A poller progresses the worker itself: this thread takes nothing, and sleeps until
+      // the pollers are gone.
+      if (pollers_.load(std::memory_order_seq_cst) != 0) break;
+      // Another thread holding the turn (finishing a request) is not slept on either: a
+      // futex hand-off costs tens of microseconds.
+      if (Turn t(*this, std::try_to_lock); t.owns()) {
+        busy = turn() != 0;
+        if (!busy && handlers_.idle && !muted_.load(std::memory_order_relaxed)) {
+          idle_at_.store(rig_now_ns(), std::memory_order_relaxed);
+          busy = handlers_.idle();
+        }
+      }
+      if (busy || !spin.spin()) break;
     }
-    if (busy) continue;
+    if (busy || stopping_.load(std::memory_order_relaxed)) continue;
+    if (pollers_.load(std::memory_order_relaxed) != 0) {
+      park_while_polled();
+      continue;
+    }
     ucs_status_t st = ucp_worker_arm(worker_);
     {
       std::lock_guard g(inbox_mutex_);
@@ -578,7 +618,12 @@ void Worker::progress() {
     }
     if (st == UCS_ERR_BUSY) continue;
     pollfd pfd{efd_, POLLIN, 0};
+    // Raised before the awaiters are counted: one that counts itself after this store sees
+    // it, one before is woken.
+    asleep_.store(1, std::memory_order_seq_cst);
+    if (sleep_awaiters_.load(std::memory_order_seq_cst) != 0) host::futex_wake(asleep_);
     ::poll(&pfd, 1, kSleepMs);
+    asleep_.store(0, std::memory_order_seq_cst);
     // A sleep's end, timed out or woken: the idle hook looks once more (the agent's frees
     // wait for the values it reports).
     Turn t(*this);

@@ -7,6 +7,7 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -97,15 +98,21 @@ class Worker {
   bool poll();
   // Wakes the progress thread if it sleeps; it then calls the idle hook.
   void wake();
+  // Whether the progress thread spins now, having called the idle hook within `within`: a
+  // thread that watches for what the hook also handles may then leave it to the hook.
+  bool spinning(std::chrono::nanoseconds within) const;
+  // Sleeps until the progress thread sleeps on the event fd, or `most` has passed.
+  void await_sleep(std::chrono::nanoseconds most);
   // While one is held, a thread polls the worker itself (poll()) while it spins for a reply:
-  // the progress thread then sleeps on the event fd rather than spinning beside it, which
-  // on a machine with more runnable threads than cores would take the poller's CPU. The
-  // last one to go wakes the progress thread.
+  // the progress thread then sleeps until the last one goes, neither spinning beside it nor
+  // waking on the event fd for what the poller takes, either of which on a machine with
+  // more runnable threads than cores would take the poller's CPU. The last one to go wakes
+  // the progress thread.
   class Polling {
    public:
     explicit Polling(Worker& w) : w_(w) { w_.pollers_.fetch_add(1, std::memory_order_seq_cst); }
     ~Polling() {
-      if (w_.pollers_.fetch_sub(1, std::memory_order_seq_cst) == 1) w_.wake();
+      if (w_.pollers_.fetch_sub(1, std::memory_order_seq_cst) == 1) w_.resume();
     }
     Polling(const Polling&) = delete;
 
@@ -172,6 +179,9 @@ class Worker {
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   static void on_connection(ucp_conn_request_h request, void* arg);
   void progress();
+  // The progress thread's sleep while threads poll (at most kSleepMs), and its end.
+  void park_while_polled();
+  void resume();
   // The worker's turn, held by scope; it records its holder, so that finish() and close()
   // on that thread progress without taking it again.
   class Turn;
@@ -200,7 +210,11 @@ class Worker {
   std::vector<ucs_status_ptr_t> forgotten_;  // sends let go of (inbox_mutex_)
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Buffer>> pool_;  // send buffers no send holds
-  std::atomic<int> pollers_{0};  // threads holding a Polling
+  std::atomic<std::uint32_t> pollers_{0};  // threads holding a Polling
+  std::atomic<bool> parked_{false};        // the progress thread sleeps until they go
+  std::atomic<std::uint64_t> idle_at_{0};  // when its spin last called the idle hook (rig_now_ns)
+  std::atomic<std::uint32_t> asleep_{0};   // 1 while it sleeps on the event fd
+  std::atomic<std::uint32_t> sleep_awaiters_{0};  // threads in await_sleep
   std::atomic<bool> muted_{false};
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -122,6 +122,9 @@ struct Facts {
   Waits waits;                            // the producers its queues wait for
   bool may_block = false;                 // room/submit/commit may block on the device
   std::optional<int> hang_ms;             // lost after this long without progress
+  // Its word moves as its sleep progresses it (a connection the waiting thread polls): rig
+  // calls sleep at once, rather than spinning on the word first.
+  bool sleep_polls = false;
   bool maps_host = false;                 // it maps page-aligned host memory (map_host)
   bool host_addresses = false;            // the host addresses every region it allocates
   std::size_t alignment = 1;              // every region's address is a multiple of this

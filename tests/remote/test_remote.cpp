@@ -876,3 +876,60 @@ TEST_CASE("a value that never fits its device's queues loses the device, naming 
   CHECK(control->calls(fake::Call::Submit) == 0);
   CHECK(control->violations().empty());
 }
+
+namespace {
+
+// Two workers joined over loopback: `here` connects to `there`, which answers each message
+// it gets with the same bytes. here's handler notes each message and the thread that ran it.
+struct EchoPair {
+  std::mutex mutex;
+  std::vector<std::thread::id> handled_on;  // here's handler runs, by thread
+  remote::ucx::Worker there{{[this](ucp_ep_h from, std::span<const std::byte> m) { there.send(from, m); },
+                             [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}, {}}};
+  remote::ucx::Worker here{{[this](ucp_ep_h, std::span<const std::byte>) {
+                              std::lock_guard g(mutex);
+                              handled_on.push_back(std::this_thread::get_id());
+                            },
+                            [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}, {}}};
+  ucp_ep_h ep = nullptr;
+
+  EchoPair() {
+    auto listening = there.listen({"127.0.0.1", 0});
+    REQUIRE_MESSAGE(listening.has_value(), listening.error());
+    auto connected = here.connect(*listening);
+    REQUIRE_MESSAGE(connected.has_value(), connected.error());
+    ep = *connected;
+  }
+  ~EchoPair() { here.close(ep); }
+  std::size_t handled() {
+    std::lock_guard g(mutex);
+    return handled_on.size();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("while a thread polls a worker, the progress thread takes none of its messages; once it goes, it takes them again") {
+  EchoPair pair;
+  const std::byte ping[8] = {};
+  // A first echo, so that the connection is up before the progress thread is put aside.
+  REQUIRE(pair.here.send(pair.ep, ping));
+  REQUIRE(eventually([&] { return pair.handled() == 1; }, 5000ms));
+  {
+    remote::ucx::Worker::Polling polling(pair.here);
+    REQUIRE(pair.here.send(pair.ep, ping));
+    // The echo comes back meanwhile: it waits for this thread, not handled by another.
+    std::this_thread::sleep_for(300ms);
+    CHECK(pair.handled() == 1);
+    REQUIRE(eventually([&] {
+      pair.here.poll();
+      return pair.handled() == 2;
+    }, 5000ms));
+    std::lock_guard g(pair.mutex);
+    CHECK(pair.handled_on.back() == std::this_thread::get_id());
+  }
+  REQUIRE(pair.here.send(pair.ep, ping));
+  REQUIRE(eventually([&] { return pair.handled() == 3; }, 5000ms));
+  std::lock_guard g(pair.mutex);
+  CHECK(pair.handled_on.back() != std::this_thread::get_id());
+}
