@@ -196,7 +196,7 @@ TEST_CASE("a token file that others may read is refused; one only its owner read
   CHECK(agent.error().starts_with("no token"));
 }
 
-TEST_CASE("copies with host memory travel by RMA: bytes match both ways, below and above the rendezvous threshold") {
+TEST_CASE("copies with host memory travel as Data: bytes match both ways, below and above the rendezvous threshold") {
   Device d = open_remote("MEM");
   // UCX's tcp transport sends up to 8 KiB in one message and larger ones by rendezvous
   // (ucx_info -d: am_bcopy <= 8K, am_zcopy <= 64K).
