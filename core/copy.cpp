@@ -20,6 +20,9 @@ namespace {
 using detail::DeviceState;
 
 constexpr std::size_t kStagingBytes = std::size_t(32) << 20;
+// From this size on, a copy with a device that maps host memory cheaply borrows the host
+// side: the mapping's message costs less than the host's pass through staging.
+constexpr std::size_t kBorrowBytes = std::size_t(1) << 20;
 
 // A reached point of the host device: what a copy the host made returns.
 Point host_point() {
@@ -342,6 +345,31 @@ Buffer on_device(const Buffer& b, const Device& d) {
   return *got;
 }
 
+// A copy between host memory and a device that maps it cheaply (facts' maps_host_cheaply),
+// of kBorrowBytes or more: the host side borrowed on the device, which copies it directly,
+// with no pass of the host through staging. Nullopt where that does not apply, or the
+// device cannot map that memory now (the copy then stages).
+std::optional<Point> borrowed_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes,
+                                   std::span<const Point> waits, std::size_t bytes) {
+  const bool from_host = host_addressed(src);
+  if (bytes < kBorrowBytes || from_host == host_addressed(dst)) return std::nullopt;
+  const Buffer& host_side = from_host ? src : dst;
+  const Device d = (from_host ? dst : src).device();
+  const edge::Facts& f = d.facts();
+  if (!f.maps_host || !f.maps_host_cheaply || !f.copy_engine) return std::nullopt;
+  std::optional<Buffer> borrowed;
+  try {
+    borrowed = Buffer::borrow(d, host_side);
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;  // held exclusive, or dead: the staged copy says which
+  } catch (const OutOfMemory&) {
+    return std::nullopt;  // no room for the mapping: staging needs none on the device
+  }
+  if (!borrowed) return std::nullopt;
+  return from_host ? device_copy(d, *borrowed, dst, {boxes.begin(), boxes.end()}, waits)
+                   : device_copy(d, src, *borrowed, {boxes.begin(), boxes.end()}, waits);
+}
+
 Point staged_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxes, std::span<const Point> waits) {
   const bool from_host = host_addressed(src);
   const bool to_host = host_addressed(dst);
@@ -557,6 +585,7 @@ Point route_copy(const Buffer& src, const Buffer& dst, std::span<const Box> boxe
   }
   if (src.device() == dst.device() && src.device().facts().copy_engine)
     return device_copy(src.device(), src, dst, {boxes.begin(), boxes.end()}, waits);
+  if (auto p = borrowed_copy(src, dst, boxes, waits, bytes)) return *p;
   return staged_copy(src, dst, boxes, waits);
 }
 }  // namespace

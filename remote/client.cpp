@@ -277,6 +277,7 @@ class RemoteDevice final : public edge::Driver {
     f.may_block = true;
     if (opened_.hang_ms > 0) f.hang_ms = opened_.hang_ms;
     f.maps_host = true;
+    f.maps_host_cheaply = true;  // a MapHost and a UCX registration, which over tcp pins nothing
     f.host_addresses = false;
     f.alignment = std::size_t(opened_.alignment);
     if (opened_.cache_bytes) f.cache_bytes = std::size_t(opened_.cache_bytes);

@@ -126,6 +126,10 @@ struct Facts {
   // calls sleep at once, rather than spinning on the word first.
   bool sleep_polls = false;
   bool maps_host = false;                 // it maps page-aligned host memory (map_host)
+  // Mapping host memory costs it about a message, whatever the size (no pages pinned): rig
+  // borrows a large copy's host side on the device, which copies it directly, rather than
+  // packing it into staging.
+  bool maps_host_cheaply = false;
   bool host_addresses = false;            // the host addresses every region it allocates
   std::size_t alignment = 1;              // every region's address is a multiple of this
   std::optional<std::size_t> cache_bytes; // its last-level cache

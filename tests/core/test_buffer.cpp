@@ -645,3 +645,58 @@ TEST_CASE("rig.h gives C code a buffer's bytes, reason, claims and waits") {
   CHECK(rig_buffer_claim(c) == -1);
   CHECK(rig_buffer_wait(c, 0) == -1);
 }
+
+TEST_CASE("a device that maps host memory cheaply copies a large copy's host side itself, borrowed; small copies, and devices that map dearly, stage") {
+  const std::size_t n = (2u << 20) + 4096;  // above the 1 MiB from which such a copy borrows
+  Buffer in = Buffer::create(host(), n), out = Buffer::create(host(), n);
+  in.write<std::uint8_t>([](auto b) {
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::uint8_t(i * 13 + i / 4096);
+  });
+  // Whether v's driver holds a mapping over b's bytes.
+  auto mapped = [](const Vram& v, const Buffer& b) {
+    const std::uintptr_t at = *b.host_address();
+    for (auto [host, bytes] : v.control->mappings())
+      if (host <= at && at + b.length() <= host + bytes) return true;
+    return false;
+  };
+  auto same = [](const Buffer& a, const Buffer& b) {
+    return a.read<std::uint8_t>([&](auto x) { return b.read<std::uint8_t>([&](auto y) { return std::equal(x.begin(), x.end(), y.begin()); }); });
+  };
+  Vram cheap(fake::Options{.maps_host_cheaply = true});
+  Buffer dev = Buffer::create(cheap.device, n);
+  const std::size_t copies = cheap.control->log().size();
+  // Up: one copy part on the device's copy engine, straight from `in` mapped on it, the
+  // mapping held until that part ran.
+  Point up = Buffer::submit_copy(in, dev, std::vector{Box::row(n)});
+  CHECK(mapped(cheap, in));
+  up.wait();
+  auto log = cheap.control->log();
+  REQUIRE(log.size() == copies + 1);
+  CHECK(log.back().kind == Kind::Copy);
+  CHECK(log.back().queue == 1);
+  // Down, the same way.
+  Point down = Buffer::submit_copy(dev, out, std::vector{Box::row(n)});
+  CHECK(mapped(cheap, out));
+  down.wait();
+  CHECK(cheap.control->log().size() == copies + 2);
+  CHECK(same(in, out));
+  // Each borrow's mapping returns once its copy ran (the device's next work lets it go).
+  Buffer::create(cheap.device, 64).fill(std::byte{1});
+  CHECK(!mapped(cheap, in));
+  CHECK(!mapped(cheap, out));
+  // A small copy stages: the host packs its bytes into staging, which the device maps.
+  Buffer small = Buffer::create(host(), 64 << 10);
+  small.fill(std::byte{7});
+  Point staged = Buffer::submit_copy(small, dev.view(0, 64 << 10), std::vector{Box::row(64 << 10)});
+  CHECK(!mapped(cheap, small));
+  staged.wait();
+  // A device whose mappings cost more (pinning pages) stages even large copies.
+  Vram dear;
+  Buffer other = Buffer::create(dear.device, n);
+  Point dearly = Buffer::submit_copy(in, other, std::vector{Box::row(n)});
+  CHECK(!mapped(dear, in));
+  dearly.wait();
+  Buffer back = Buffer::create(host(), n);
+  Buffer::copy(other, back);
+  CHECK(same(in, back));
+}

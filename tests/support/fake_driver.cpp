@@ -197,6 +197,7 @@ class Driver final : public edge::Driver {
     f.completion = o_.completion;           // Store or Host: either way, step writes the word
     f.waits = o_.waits, f.may_block = o_.may_block, f.hang_ms = o_.hang_ms;
     f.maps_host = o_.maps_host;
+    f.maps_host_cheaply = o_.maps_host_cheaply;
     f.host_addresses = o_.host_addresses;
     f.alignment = kAlignment, f.counters = o_.counters;
     f.word = word_, f.edge = &edge_;
@@ -630,6 +631,13 @@ std::uint64_t Control::calls(Call c) const { auto l = lock(); return s_->calls[i
 std::size_t Control::live_regions() const { auto l = lock(); return s_->regions.size(); }
 std::size_t Control::live_bytes() const { auto l = lock(); return s_->live_bytes; }
 std::size_t Control::live_images() const { auto l = lock(); return s_->images.size(); }
+std::vector<std::pair<std::uintptr_t, std::size_t>> Control::mappings() const {
+  auto l = lock();
+  std::vector<std::pair<std::uintptr_t, std::size_t>> out;
+  for (const auto& [id, b] : s_->regions)
+    if (!b.owned) out.emplace_back(b.host, b.bytes);
+  return out;
+}
 void Control::set_memory(std::size_t bytes) { auto l = lock(); s_->memory = bytes; }
 bool Control::stopped() const { auto l = lock(); return s_->stopped.has_value(); }
 std::string Control::stop_reason() const { auto l = lock(); return s_->stopped.value_or(""); }

@@ -56,6 +56,7 @@ struct Options {
                                         // memory still has one
   bool maps_host = true;                // false: it maps no host memory, so rig stages its
                                         // copies through its Pinned memory
+  bool maps_host_cheaply = false;       // the facts' maps_host_cheaply
   std::vector<std::pair<std::string, int>> counters{};  // measured per launch: values 1, 2, 3…
 };
 
@@ -113,6 +114,8 @@ class Control {
   std::size_t live_regions() const;
   std::size_t live_bytes() const;
   std::size_t live_images() const;
+  // The host memory map_host mapped and free has not returned: (address, bytes) each.
+  std::vector<std::pair<std::uintptr_t, std::size_t>> mappings() const;
   // Sets the live bytes alloc hands out before it answers nullopt.
   void set_memory(std::size_t bytes);
 
