@@ -239,6 +239,10 @@ std::vector<Target> builtin_targets() {
   out.push_back(fake_target("FAKE/host_addresses=false",
                             "the fake driver whose memory the host does not address (copies stage)",
                             {.host_addresses = false}, 1));
+  out.push_back(fake_target("FAKE/maps_host_cheaply",
+                            "the fake driver whose memory the host does not address, mapping host memory cheaply "
+                            "(large copies with host memory borrow it; small ones stage)",
+                            {.host_addresses = false, .maps_host_cheaply = true}, 1));
   out.push_back(fake_target("FAKE/maps_host=false",
                             "the fake driver that maps no host memory (copies stage through its Pinned memory)",
                             {.budget = 256 << 20, .host_addresses = false, .maps_host = false}, 1));
