@@ -7,7 +7,8 @@
 // Reached for each served device whose word moved, so that a short value's round trip
 // crosses no other thread of the agent than the device's own. Each served device has a
 // watcher thread that sleeps in its driver and sends Reached when its word moves while the
-// progress thread sleeps. A reaper thread waits for the work of devices whose client went or
+// progress thread sleeps (while that thread spins, the watcher waits apart from the driver,
+// whose store of the word then wakes no one). A reaper thread waits for the work of devices whose client went or
 // let them go, stops them and frees what the client held, while the others are served. A
 // value for which its device has no room yet is parked, not waited for: the progress thread
 // asks room again from its idle rounds (the watcher wakes it when the word moves) and serves
