@@ -170,14 +170,16 @@ Worker::~Worker() {
   // Sends still in flight hold their buffers: progress them out before the worker goes.
   for (int i = 0; i < 1000 && ucp_worker_progress(worker_) != 0; ++i) {
   }
+  std::vector<Event> left;
   {
     std::lock_guard g(inbox_mutex_);
-    for (auto& e : inbox_)
-      if (e.kind == Event::Data) drop(e.payload);
-    inbox_.clear();
-    for (auto r : forgotten_) ucp_request_free(r);
-    forgotten_.clear();
+    left.swap(inbox_);
+    reaping_.swap(forgotten_);
   }
+  // Outside the inbox's lock, as in turn().
+  for (auto& e : left)
+    if (e.kind == Event::Data) drop(e.payload);
+  for (auto r : reaping_) ucp_request_free(r);
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
 }
@@ -283,8 +285,7 @@ void Worker::close(ucp_ep_h ep) {
     ucp_request_free(r);
   }
   // Events its progress delivered wait in the inbox: the progress thread hands them over.
-  std::lock_guard g(inbox_mutex_);
-  if (!inbox_.empty()) ucp_worker_signal(worker_);
+  if (inbox_waits()) ucp_worker_signal(worker_);
 }
 
 ucs_status_t Worker::on_message(void* arg, const void*, std::size_t, void* data, std::size_t length,
@@ -442,19 +443,32 @@ void Worker::deliver(Event e) {
   inbox_.push_back(std::move(e));
 }
 
+bool Worker::inbox_waits() {
+  std::lock_guard g(inbox_mutex_);
+  return !inbox_.empty();
+}
+
 unsigned Worker::turn() {
   const unsigned events = ucp_worker_progress(worker_);
   {
     std::lock_guard g(inbox_mutex_);
-    // Sends let go of complete on their own: the done ones are freed.
-    std::erase_if(forgotten_, [](ucs_status_ptr_t r) {
+    reaping_.swap(forgotten_);
+    handing_.swap(inbox_);
+  }
+  // Sends let go of complete on their own: the done ones are freed, outside the inbox's lock,
+  // since UCX frees a request under its worker's lock and holds that lock when its callbacks
+  // deliver into the inbox (the two taken in both orders could deadlock).
+  if (!reaping_.empty()) {
+    std::erase_if(reaping_, [](ucs_status_ptr_t r) {
       if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
       ucp_request_free(r);
       return true;
     });
-    if (inbox_.empty()) return events;
-    handing_.swap(inbox_);
+    std::lock_guard g(inbox_mutex_);
+    forgotten_.insert(forgotten_.end(), reaping_.begin(), reaping_.end());
+    reaping_.clear();
   }
+  if (handing_.empty()) return events;
   for (auto& e : handing_) {
     const bool muted = muted_.load(std::memory_order_relaxed);
     if (e.kind == Event::Data) {
@@ -549,8 +563,7 @@ ucs_status_t Worker::finish(ucs_status_ptr_t request) {
     if (!progress_once()) host::cpu_relax();
   ucp_request_free(request);
   // Events its progress delivered wait in the inbox: the progress thread hands them over.
-  std::lock_guard g(inbox_mutex_);
-  if (!inbox_.empty()) ucp_worker_signal(worker_);
+  if (inbox_waits()) ucp_worker_signal(worker_);
   return st;
 }
 
@@ -611,12 +624,7 @@ void Worker::progress() {
       park_while_polled();
       continue;
     }
-    ucs_status_t st = ucp_worker_arm(worker_);
-    {
-      std::lock_guard g(inbox_mutex_);
-      if (!inbox_.empty()) st = UCS_ERR_BUSY;
-    }
-    if (st == UCS_ERR_BUSY) continue;
+    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY || inbox_waits()) continue;
     pollfd pfd{efd_, POLLIN, 0};
     // Raised before the awaiters are counted: one that counts itself after this store sees
     // it, one before is woken.

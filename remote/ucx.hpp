@@ -194,6 +194,9 @@ class Worker {
   unsigned turn();
   // Keeps what a UCX callback delivered for the turn's handlers.
   void deliver(Event e);
+  // Whether delivered events wait for a turn. Read under the inbox's lock, which no call into
+  // UCX is made under: UCX holds its worker's lock when its callbacks deliver.
+  bool inbox_waits();
   std::unique_ptr<Buffer> buffer();
   void give_back(Buffer* b);
 
@@ -208,6 +211,7 @@ class Worker {
   std::vector<Event> inbox_;    // delivered by UCX's callbacks, not yet handed over
   std::vector<Event> handing_;  // being handed over (turn_)
   std::vector<ucs_status_ptr_t> forgotten_;  // sends let go of (inbox_mutex_)
+  std::vector<ucs_status_ptr_t> reaping_;    // those being freed (turn_)
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Buffer>> pool_;  // send buffers no send holds
   std::atomic<std::uint32_t> pollers_{0};  // threads holding a Polling
