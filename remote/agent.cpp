@@ -8,8 +8,9 @@
 // crosses no other thread of the agent than the device's own. Each served device has a
 // watcher thread that sleeps in its driver and sends Reached when its word moves while the
 // progress thread sleeps (while that thread spins, the watcher waits apart from the driver,
-// whose store of the word then wakes no one). A reaper thread waits for the work of devices whose client went or
-// let them go, stops them and frees what the client held, while the others are served. A
+// whose store of the word then wakes no one). A reaper thread waits for the work of devices
+// whose client went or let them go, stops them and frees what the client held, while the
+// others are served. A
 // value for which its device has no room yet is parked, not waited for: the progress thread
 // asks room again from its idle rounds (the watcher wakes it when the word moves) and serves
 // the others meanwhile.
@@ -787,16 +788,15 @@ class AgentImpl final : public Agent {
 
   // Hands a value s took direct bytes for over once the device reached the value before it.
   bool retry_direct(Client& c, Served& s) {
-    if (s.lost || s.stopped) {
-      drop_all(s.direct->bytes);
-      s.direct.reset();
-      s.room_wanted = s.parked.has_value();
-      return false;
-    }
-    if (!reached_before(s, s.direct->submit.value)) return false;
+    const bool gone = s.lost || s.stopped;
+    if (!gone && !reached_before(s, s.direct->submit.value)) return false;
     Served::Direct d = std::move(*s.direct);
     s.direct.reset();
     s.room_wanted = s.parked.has_value();
+    if (gone) {
+      drop_all(d.bytes);
+      return false;
+    }
     take_direct(c, s, d.submit, std::move(d.bytes));
     hand_over_ahead(c, s);
     return true;
