@@ -140,6 +140,7 @@ class Connection {
     waiting_[m.request];
     g.unlock();
     send(m);
+    worker_->resume();  // the answer comes through it
     g.lock();
     const bool answered = cv_.wait_for(g, kReplyLimit, [&] { return waiting_[m.request].has_value() || !lost_.empty(); });
     auto answer = std::move(waiting_[m.request]);
@@ -370,6 +371,8 @@ class RemoteDevice final : public edge::Driver {
       host::Spin spin(0, kSpinNs);
       while (shown() < v && !lost_flag_.load(std::memory_order_acquire) && spin.spin()) c_->poll();
     }
+    if (shown() >= v && !lost_flag_.load(std::memory_order_acquire)) return;
+    c_->worker().resume();  // it brings the word from here on
     std::unique_lock g(c_->mutex());
     c_->cv().wait_for(g, most, [&] { return shown() >= v || !lost_.empty(); });
     if (!lost_.empty()) throw edge::Fault(lost_);
@@ -384,6 +387,7 @@ class RemoteDevice final : public edge::Driver {
     } catch (const edge::Fault&) {
       return;  // the connection is gone: the word moves no more
     }
+    c_->worker().resume();
     std::unique_lock g(c_->mutex());
     c_->cv().wait_for(g, kStopLimit, [&] { return frontier_ >= last || !c_->lost().empty(); });
   }

@@ -114,7 +114,8 @@ Result<sockaddr_storage> socket_address(const Address& a, socklen_t* length) {
 
 }  // namespace
 
-Worker::Worker(Handlers handlers) : handlers_(std::move(handlers)) {
+Worker::Worker(Handlers handlers, std::chrono::nanoseconds linger)
+    : handlers_(std::move(handlers)), linger_ns_(std::uint64_t(std::max<std::int64_t>(10'000, linger.count()))) {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) throw std::runtime_error("UCX: cannot read its configuration: " + status_text(st));
@@ -157,7 +158,8 @@ void Worker::halt() {
   muted_.store(true);
   stopping_.store(true);
   ucp_worker_signal(worker_);
-  host::futex_wake(pollers_);  // the progress thread, if it sleeps while threads poll
+  resumes_.fetch_add(1, std::memory_order_seq_cst);
+  host::futex_wake(resumes_);  // the progress thread, if it sleeps because threads poll
   asleep_.store(1, std::memory_order_seq_cst);  // it spins no more: watchers watch
   host::futex_wake(asleep_);
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
@@ -522,18 +524,34 @@ void Worker::await_sleep(std::chrono::nanoseconds most) {
   sleep_awaiters_.fetch_sub(1, std::memory_order_relaxed);
 }
 
+bool Worker::polled() const {
+  return pollers_.load(std::memory_order_seq_cst) != 0 ||
+         rig_now_ns() - left_at_.load(std::memory_order_relaxed) < linger_ns_;
+}
+
 void Worker::park_while_polled() {
-  const std::uint32_t n = pollers_.load(std::memory_order_seq_cst);
-  if (n == 0) return;
-  // Raised before the count is read again: a poller that goes after this read sees it and
-  // wakes this thread; one that went before changed the count, and the wait returns at once.
+  // Raised before the futex's word is read: a resume() after this read sees it and wakes
+  // this thread; one before it changed the word, and the wait returns at once.
   parked_.store(true, std::memory_order_seq_cst);
-  if (!stopping_.load(std::memory_order_seq_cst)) host::futex_wait(pollers_, n, std::chrono::milliseconds(kSleepMs));
+  const std::uint32_t word = resumes_.load(std::memory_order_seq_cst);
+  while (!stopping_.load(std::memory_order_seq_cst)) {
+    // While a thread polls, a look every linger: the last one may go meanwhile, unheard.
+    std::uint64_t wait = linger_ns_;
+    if (pollers_.load(std::memory_order_seq_cst) == 0) {
+      const std::uint64_t since = rig_now_ns() - left_at_.load(std::memory_order_relaxed);
+      if (since >= linger_ns_) break;
+      wait = linger_ns_ - since;
+    }
+    host::futex_wait(resumes_, word, std::chrono::nanoseconds(wait));
+    if (resumes_.load(std::memory_order_seq_cst) != word) break;
+  }
   parked_.store(false, std::memory_order_relaxed);
 }
 
 void Worker::resume() {
-  if (parked_.load(std::memory_order_seq_cst)) host::futex_wake(pollers_);
+  if (!parked_.load(std::memory_order_seq_cst)) return;
+  resumes_.fetch_add(1, std::memory_order_seq_cst);
+  host::futex_wake(resumes_);
 }
 
 void Worker::mute() {
@@ -620,7 +638,7 @@ void Worker::progress() {
       if (busy || !spin.spin()) break;
     }
     if (busy || stopping_.load(std::memory_order_relaxed)) continue;
-    if (pollers_.load(std::memory_order_relaxed) != 0) {
+    if (polled()) {
       park_while_polled();
       continue;
     }

@@ -74,10 +74,15 @@ struct Handlers {
 // may send.
 class Worker {
  public:
+  // The linger, unless the owner asks for another: a thread's next wait in a stream of
+  // launches and waits comes within it.
+  static constexpr std::chrono::microseconds kLinger{200};
   // Made with the keepalive that notices a dead peer within 2 s (UCX_KEEPALIVE_INTERVAL may
   // override it), for active messages (a large one by rendezvous, over UCX's RMA lanes); throws
   // std::runtime_error with UCX's reason when UCX cannot start.
-  explicit Worker(Handlers handlers);
+  // `linger`: how long the progress thread sleeps on once the last poller went (Polling), at
+  // least 10 µs.
+  explicit Worker(Handlers handlers, std::chrono::nanoseconds linger = kLinger);
   ~Worker();
   Worker(const Worker&) = delete;
 
@@ -104,21 +109,27 @@ class Worker {
   // Sleeps until the progress thread sleeps on the event fd, or `most` has passed.
   void await_sleep(std::chrono::nanoseconds most);
   // While one is held, a thread polls the worker itself (poll()) while it spins for a reply:
-  // the progress thread then sleeps until the last one goes, neither spinning beside it nor
-  // waking on the event fd for what the poller takes, either of which on a machine with
-  // more runnable threads than cores would take the poller's CPU. The last one to go wakes
-  // the progress thread.
+  // the progress thread then sleeps, neither spinning beside it nor waking on the event fd
+  // for what the poller takes, either of which on a machine with more runnable threads than
+  // cores would take the poller's CPU. It sleeps on for the linger after the last one goes (a
+  // thread that found its reply usually polls again within it, and a wake-up costs a
+  // futex's system call and, on two cores, often the CPU of the thread that made it), then
+  // takes what came meanwhile; a thread that will block on what the progress thread
+  // delivers calls resume() first.
   class Polling {
    public:
     explicit Polling(Worker& w) : w_(w) { w_.pollers_.fetch_add(1, std::memory_order_seq_cst); }
     ~Polling() {
-      if (w_.pollers_.fetch_sub(1, std::memory_order_seq_cst) == 1) w_.resume();
+      w_.left_at_.store(rig_now_ns(), std::memory_order_relaxed);
+      w_.pollers_.fetch_sub(1, std::memory_order_seq_cst);
     }
     Polling(const Polling&) = delete;
 
    private:
     Worker& w_;
   };
+  // Wakes the progress thread where it sleeps because of pollers, now or in the linger.
+  void resume();
   // After it returns no handler runs again; the progress thread only progresses UCX.
   void mute();
   // Mutes the worker and ends its progress thread (waiting for it), leaving UCX's objects to
@@ -179,9 +190,10 @@ class Worker {
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   static void on_connection(ucp_conn_request_h request, void* arg);
   void progress();
-  // The progress thread's sleep while threads poll (at most kSleepMs), and its end.
+  // Whether a thread polls, or the last one went less than the linger ago.
+  bool polled() const;
+  // The progress thread's sleep while threads poll and the linger after, or until resume().
   void park_while_polled();
-  void resume();
   // The worker's turn, held by scope; it records its holder, so that finish() and close()
   // on that thread progress without taking it again.
   class Turn;
@@ -215,7 +227,10 @@ class Worker {
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Buffer>> pool_;  // send buffers no send holds
   std::atomic<std::uint32_t> pollers_{0};  // threads holding a Polling
-  std::atomic<bool> parked_{false};        // the progress thread sleeps until they go
+  std::uint64_t linger_ns_;
+  std::atomic<std::uint64_t> left_at_{0};  // when the last one went (rig_now_ns)
+  std::atomic<std::uint32_t> resumes_{0};  // the futex the parked progress thread sleeps on
+  std::atomic<bool> parked_{false};        // it sleeps there
   std::atomic<std::uint64_t> idle_at_{0};  // when its spin last called the idle hook (rig_now_ns)
   std::atomic<std::uint32_t> asleep_{0};   // 1 while it sleeps on the event fd
   std::atomic<std::uint32_t> sleep_awaiters_{0};  // threads in await_sleep

@@ -879,21 +879,26 @@ TEST_CASE("a value that never fits its device's queues loses the device, naming 
 
 namespace {
 
-// Two workers joined over loopback: `here` connects to `there`, which answers each message
-// it gets with the same bytes. here's handler notes each message and the thread that ran it.
+// Two workers joined over loopback: `here` (whose progress thread lingers `linger` after a
+// poller goes) connects to `there`, which answers each message it gets with the same bytes.
+// here's handler notes each message, the thread that ran it and when.
 struct EchoPair {
   std::mutex mutex;
   std::vector<std::thread::id> handled_on;  // here's handler runs, by thread
+  std::vector<std::uint64_t> handled_at;    // and their times (rig_now_ns)
   remote::ucx::Worker there{{[this](ucp_ep_h from, std::span<const std::byte> m) { there.send(from, m); },
                              [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}, {}}};
-  remote::ucx::Worker here{{[this](ucp_ep_h, std::span<const std::byte>) {
-                              std::lock_guard g(mutex);
-                              handled_on.push_back(std::this_thread::get_id());
-                            },
-                            [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}, {}}};
+  remote::ucx::Worker here;
   ucp_ep_h ep = nullptr;
 
-  EchoPair() {
+  explicit EchoPair(std::chrono::nanoseconds linger = remote::ucx::Worker::kLinger)
+      : here({[this](ucp_ep_h, std::span<const std::byte>) {
+                std::lock_guard g(mutex);
+                handled_on.push_back(std::this_thread::get_id());
+                handled_at.push_back(rig_now_ns());
+              },
+              [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}, {}},
+             linger) {
     auto listening = there.listen({"127.0.0.1", 0});
     REQUIRE_MESSAGE(listening.has_value(), listening.error());
     auto connected = here.connect(*listening);
@@ -932,4 +937,49 @@ TEST_CASE("while a thread polls a worker, the progress thread takes none of its 
   REQUIRE(eventually([&] { return pair.handled() == 3; }, 5000ms));
   std::lock_guard g(pair.mutex);
   CHECK(pair.handled_on.back() != std::this_thread::get_id());
+}
+
+TEST_CASE("once the last poller goes, the progress thread sleeps on for its linger before it takes a message; resume() "
+          "wakes it at once") {
+  const auto linger = 20s;  // far beyond any wait of this test: a message taken early was woken for
+  EchoPair pair(linger);
+  const std::byte ping[8] = {};
+  REQUIRE(pair.here.send(pair.ep, ping));
+  REQUIRE(eventually([&] { return pair.handled() == 1; }, 5000ms));
+  std::uint64_t went = 0;
+  {
+    remote::ucx::Worker::Polling polling(pair.here);
+    REQUIRE(pair.here.send(pair.ep, ping));
+    std::this_thread::sleep_for(100ms);  // the echo comes back meanwhile, untaken
+    went = rig_now_ns();
+  }
+  // The progress thread lingers: the echo waits.
+  std::this_thread::sleep_for(300ms);
+  CHECK(pair.handled() == 1);
+  // Until a thread that will block on it asks for it.
+  pair.here.resume();
+  REQUIRE(eventually([&] { return pair.handled() == 2; }, 5000ms));
+  std::lock_guard g(pair.mutex);
+  CHECK(pair.handled_on.back() != std::this_thread::get_id());
+  CHECK(pair.handled_at.back() - went < std::uint64_t(std::chrono::nanoseconds(linger).count()));
+}
+
+TEST_CASE("a progress thread's linger ends on its own: a message that came as the last poller went is taken once it "
+          "passed") {
+  const auto linger = 300ms;
+  EchoPair pair(linger);
+  const std::byte ping[8] = {};
+  REQUIRE(pair.here.send(pair.ep, ping));
+  REQUIRE(eventually([&] { return pair.handled() == 1; }, 5000ms));
+  std::uint64_t went = 0;
+  {
+    remote::ucx::Worker::Polling polling(pair.here);
+    REQUIRE(pair.here.send(pair.ep, ping));
+    std::this_thread::sleep_for(100ms);
+    went = rig_now_ns();
+  }
+  REQUIRE(eventually([&] { return pair.handled() == 2; }, 5000ms));
+  std::lock_guard g(pair.mutex);
+  CHECK(pair.handled_on.back() != std::this_thread::get_id());
+  CHECK(pair.handled_at.back() - went >= std::uint64_t(std::chrono::nanoseconds(linger).count()));
 }
