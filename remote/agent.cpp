@@ -160,6 +160,29 @@ struct Served {
   };
   std::optional<Direct> direct;
   std::atomic<bool> room_wanted{false};  // parked or direct is set: the watcher wakes the progress thread
+  // Bytes on their way between the client's memory and the agent's are never waited for on
+  // the progress thread (a client that stops taking them would hold every client's
+  // messages): their requests are checked from its idle rounds. A value whose bytes move
+  // (its uploads taken into their windows or into the device's memory, or a direct value's
+  // downloads sent) is handed to the device once they are there, the values after it
+  // waiting in `ahead`.
+  struct Moving {
+    wire::Submit submit;  // what is handed over then
+    std::vector<ucs_status_ptr_t> requests;
+    bool sending = false;               // they send the device's bytes, not take the client's
+    std::optional<std::string> failed;  // UCX's reason for the first that failed
+  };
+  std::optional<Moving> moving;  // the progress thread's
+  // A report whose Data are on their way into the client's memory: its Reached goes once
+  // they are there (report_mutex).
+  struct Putting {
+    wire::Reached reached;
+    std::vector<ucs_status_ptr_t> sends;
+    std::optional<std::string> failed;
+  };
+  std::optional<Putting> putting;
+  std::atomic<bool> putting_now{false};  // putting is set: the watcher leaves it to the progress thread
+  bool closing = false;  // its client let it go while bytes moved: the reaper's once they are done
   std::thread watcher;
 
   // Frees and unloads waiting for the values submitted before them: (value, region or image).
@@ -172,7 +195,6 @@ struct Served {
   std::vector<std::int64_t> placed;                // the wire's part → its index in parts, or -1
 
   std::vector<std::byte> reached_bytes;
-  std::vector<ucs_status_ptr_t> sends;  // the report's Data
   std::vector<std::byte> data_header;
   std::map<std::uint64_t, wire::Submit> ahead;  // values that came before the one after submitted
 };
@@ -289,7 +311,20 @@ class AgentImpl final : public Agent {
     bool sent = false;
     for (auto& [ep, c] : clients_)
       for (auto& s : c.devices) {
-        if (!s || s->stopped) continue;
+        if (!s) continue;
+        // A stopped device's bytes still on their way: their requests freed once done.
+        if (s->moving && retry_moving(c, *s)) sent = true;
+        if (s->putting_now.load() && s->stopped) {
+          std::lock_guard r(s->report_mutex);
+          if (put(*s)) sent = true;
+        }
+        if (s->closing && !s->moving && !s->putting_now.load()) {
+          Reaping closed;
+          closed.devices.push_back(std::move(s));
+          hand_to_reaper(std::move(closed));
+          continue;
+        }
+        if (s->stopped) continue;
         std::unique_lock r(s->report_mutex, std::try_to_lock);
         if (!r.owns_lock()) continue;
         if (report(*s)) sent = true;
@@ -355,6 +390,10 @@ class AgentImpl final : public Agent {
   Served* device(Client& c, std::uint32_t id) {
     if (id >= c.devices.size() || !c.devices[id]) {
       drop(fmt::format("a message naming device {}, which the client has not opened", id));
+      return nullptr;
+    }
+    if (c.devices[id]->closing) {
+      drop(fmt::format("a message naming device {}, which the client let go", id));
       return nullptr;
     }
     return c.devices[id].get();
@@ -627,11 +666,12 @@ class AgentImpl final : public Agent {
   static std::uint64_t last_received(const Served& s) {
     if (s.parked) return s.parked->submit.value;
     if (s.awaiting) return s.awaiting->value;
+    if (s.moving) return s.moving->submit.value;
     return s.direct ? s.direct->submit.value : s.submitted;
   }
-  // Whether a value holds up the ones after it: waiting for room, for its Data, or for the
-  // device to reach the value before it.
-  static bool held_up(const Served& s) { return s.parked || s.awaiting || s.direct; }
+  // Whether a value holds up the ones after it: waiting for room, for its Data, for the
+  // device to reach the value before it, or for its bytes to move.
+  static bool held_up(const Served& s) { return s.parked || s.awaiting || s.direct || s.moving; }
 
   void on(Client& c, const wire::Submit& m) {
     Served* s = device(c, m.device);
@@ -691,19 +731,65 @@ class AgentImpl final : public Agent {
         break;
     }
     if (direct(s, m)) return take_direct(c, s, m, std::move(bytes));
+    Served::Moving moving{m, {}, false, {}};
     for (auto& a : bytes) {
       const Held& w = s.regions.at(a.range.region);  // checked by admit
-      if (!took(c, s, m.value, a.bytes, w.window + a.range.offset, w.window_memh)) return drop_all(bytes);
+      started(moving, worker_->take_later(a.bytes, w.window + a.range.offset, w.window_memh));
     }
-    run(c, s, m);
+    move_then_run(c, s, std::move(moving), true);
   }
 
-  // Takes a Data's bytes into `into` (memh registering it, or null): false, the device lost
-  // naming value v, where UCX fails.
-  bool took(Client& c, Served& s, std::uint64_t v, ucx::Payload& bytes, std::byte* into, ucp_mem_h memh) {
-    const ucs_status_t st = worker_->take(bytes, into, memh);
-    if (st != UCS_OK) lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", v, ucx::status_text(st)));
-    return st == UCS_OK;
+  // Keeps a started transfer of `moving`: its request while it runs, else its failure.
+  static void started(Served::Moving& moving, ucs_status_ptr_t r) {
+    if (UCS_PTR_IS_PTR(r))
+      moving.requests.push_back(r);
+    else if (UCS_PTR_STATUS(r) != UCS_OK && !moving.failed)
+      moving.failed = ucx::status_text(UCS_PTR_STATUS(r));
+  }
+
+  // Checks requests without waiting for them, freeing each that is done: true once all are,
+  // the first failure's reason in `failed`.
+  static bool completed(ucx::Worker& w, std::vector<ucs_status_ptr_t>& requests, std::optional<std::string>& failed) {
+    for (auto& r : requests) {
+      if (!r) continue;
+      const std::optional<ucs_status_t> st = w.done(r);
+      if (!st) return false;
+      r = nullptr;
+      if (*st != UCS_OK && !failed) failed = ucx::status_text(*st);
+    }
+    requests.clear();
+    return true;
+  }
+
+  // Hands moving.submit over once its bytes are there: at once if they are (`translated`:
+  // s.parts holds its parts already), else from the idle rounds (s.moving).
+  void move_then_run(Client& c, Served& s, Served::Moving moving, bool translated) {
+    if (!completed(*worker_, moving.requests, moving.failed)) {
+      s.moving = std::move(moving);
+      return;
+    }
+    moved(c, s, moving, translated);
+  }
+
+  // Hands over a value whose bytes moved, or loses its device where they did not.
+  void moved(Client& c, Served& s, Served::Moving& moving, bool translated) {
+    if (s.lost || s.stopped) return;
+    const std::uint64_t v = moving.submit.value;
+    if (moving.failed && moving.sending)
+      return lose(c, s, fmt::format("sending value {}'s bytes into the client's memory failed: {}", v, *moving.failed));
+    if (moving.failed) return lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", v, *moving.failed));
+    if (translated || admit(c, s, moving.submit)) run(c, s, moving.submit);
+  }
+
+  // Hands over s's moving value once its bytes are there, and the values that came after
+  // it. True if it did.
+  bool retry_moving(Client& c, Served& s) {
+    if (!completed(*worker_, s.moving->requests, s.moving->failed)) return false;
+    Served::Moving moving = std::move(*s.moving);
+    s.moving.reset();
+    moved(c, s, moving, false);
+    hand_over_ahead(c, s);
+    return true;
   }
 
   // Sends range d of mapped host memory, written by value v, from `from` (memh registering
@@ -755,8 +841,8 @@ class AgentImpl final : public Agent {
       s.room_wanted = true;  // the watcher wakes the progress thread when the word moves
       return;
     }
-    wire::Submit emptied = m;
-    std::vector<ucs_status_ptr_t> sends;
+    Served::Moving moving{m, {}, !m.downloads.empty(), {}};
+    wire::Submit& emptied = moving.submit;
     for (std::size_t i = 0; i < m.parts.size(); ++i) {
       const wire::Part& p = m.parts[i];
       const wire::Box& b = p.boxes[0];
@@ -768,22 +854,19 @@ class AgentImpl final : public Agent {
         // parts may read one range, each with a Data of its own).
         auto a = std::find_if(bytes.begin(), bytes.end(), [&](const Served::Arrived& x) { return x.range == m.uploads[i]; });
         auto* into = reinterpret_cast<std::byte*>(s.regions.at(p.dst_region).address + p.dst_offset + b.dst_offset);
-        const bool ok = took(c, s, m.value, a->bytes, into, nullptr);
+        started(moving, worker_->take_later(a->bytes, into, nullptr));
         bytes.erase(a);
-        if (!ok) return drop_all(bytes);
       } else {
         const auto* from = reinterpret_cast<const std::byte*>(s.regions.at(p.src_region).address + p.src_offset + b.src_offset);
         std::vector<std::byte> header;  // not s.data_header, which the watcher's reports use
-        sends.push_back(send_range(s, m.value, m.downloads[i], from, nullptr, header));
+        started(moving, send_range(s, m.value, m.downloads[i], from, nullptr, header));
       }
     }
     // A send by rendezvous is done once the client took the bytes: the device's memory may
-    // change after.
-    if (auto failed = finish_all(*worker_, sends))
-      return lose(c, s, fmt::format("sending value {}'s bytes into the client's memory failed: {}", m.value, *failed));
+    // change only after, so the value waits for them.
     emptied.uploads.clear();
     emptied.downloads.clear();
-    if (admit(c, s, emptied)) run(c, s, emptied);
+    move_then_run(c, s, std::move(moving), false);
   }
 
   // Hands a value s took direct bytes for over once the device reached the value before it.
@@ -1218,9 +1301,11 @@ class AgentImpl final : public Agent {
   }
 
   // Sends Reached if s's word moved since the last one, once what its work wrote to windows
-  // is put back into the client's memory and flushed there. True if it sent one (s's
-  // report_mutex held).
+  // is put back into the client's memory: at once if it needs none, else once the client
+  // took those bytes (s.putting, looked at again from the progress thread's idle rounds).
+  // True if it sent one (s's report_mutex held).
   bool report(Served& s) {
+    if (s.putting) return put(s);
     const std::uint64_t w = __atomic_load_n(&s.word, __ATOMIC_ACQUIRE);
     std::uint64_t from;
     {
@@ -1229,42 +1314,63 @@ class AgentImpl final : public Agent {
     }
     if (w <= from) return false;
     wire::Reached r{s.id, from, w, {}};
+    std::vector<ucs_status_ptr_t> sends;
     {
       std::lock_guard g(s.mutex);
       for (auto it = s.times.begin(); it != s.times.end() && it->first <= w; it = s.times.erase(it))
         r.times.push_back({it->first, it->second[0], it->second[1]});
-      s.sends.clear();
       for (auto it = s.downloads.begin(); it != s.downloads.end() && it->first <= w;) {
         for (const auto& d : it->second) {
           const Held& h = s.regions.at(d.region);  // checked at submit; freed only once sent
-          s.sends.push_back(send_range(s, it->first, d, h.window + d.offset, h.window_memh, s.data_header));
+          if (s.ep) sends.push_back(send_range(s, it->first, d, h.window + d.offset, h.window_memh, s.data_header));
         }
         it = s.downloads.erase(it);
       }
-      if (!s.sends.empty()) {
-        // By rendezvous a send is done once the client took its bytes: the Reached after
-        // them finds them in its memory.
-        const std::optional<std::string> failed = finish_all(*s.worker, s.sends);
-        if (failed) {
-          // The client cannot see those bytes: its device is lost, not its word raised.
-          if (!s.lost.exchange(true)) {
-            wire::encode(wire::Lost{s.id, fmt::format("sending value {}'s bytes into the client's memory failed: {}",
-                                                      w, *failed)},
-                         s.reached_bytes);
-            s.worker->send(s.ep, s.reached_bytes);
-          }
-          s.sent = w;
-          s.reported.notify_all();
-          return true;
-        }
-      }
     }
-    wire::encode(r, s.reached_bytes);
-    s.worker->send(s.ep, s.reached_bytes);
-    std::lock_guard g(s.mutex);
-    s.sent = w;
-    s.reported.notify_all();
+    if (!sends.empty()) {
+      // By rendezvous a send is done once the client took its bytes: the Reached after them
+      // finds them in its memory.
+      s.putting = Served::Putting{std::move(r), std::move(sends), {}};
+      s.putting_now = true;
+      return put(s);
+    }
+    reached(s, r);
     return true;
+  }
+
+  // Sends s.putting's Reached once its Data are in the client's memory, or loses the device
+  // where one failed: true once it did (s's report_mutex held).
+  bool put(Served& s) {
+    Served::Putting& p = *s.putting;
+    if (!completed(*s.worker, p.sends, p.failed)) return false;
+    if (p.failed) {
+      // The client cannot see those bytes: its device is lost, not its word raised.
+      if (!s.lost.exchange(true) && s.ep) {
+        wire::encode(wire::Lost{s.id, fmt::format("sending value {}'s bytes into the client's memory failed: {}",
+                                                  p.reached.to, *p.failed)},
+                     s.reached_bytes);
+        s.worker->send(s.ep, s.reached_bytes);
+      }
+      std::lock_guard g(s.mutex);
+      s.sent = p.reached.to;
+      s.reported.notify_all();
+    } else {
+      reached(s, p.reached);
+    }
+    s.putting.reset();
+    s.putting_now = false;
+    return true;
+  }
+
+  // Sends r, and records the word it gives (s's report_mutex held).
+  static void reached(Served& s, const wire::Reached& r) {
+    if (s.ep) {
+      wire::encode(r, s.reached_bytes);
+      s.worker->send(s.ep, s.reached_bytes);
+    }
+    std::lock_guard g(s.mutex);
+    s.sent = r.to;
+    s.reported.notify_all();
   }
 
   // Whether the next report of s puts bytes back into the client's memory.
@@ -1284,7 +1390,7 @@ class AgentImpl final : public Agent {
   // (a fifth of the agent's time in a 256 MiB copy from the device, measured).
   void watch(Served& s) {
     while (!s.stopping.load()) {
-      if (puts_due(s)) {
+      if (puts_due(s) || s.putting_now.load()) {
         std::unique_lock g(s.mutex);
         const std::uint64_t sent = s.sent;
         s.worker->wake();
@@ -1322,17 +1428,32 @@ class AgentImpl final : public Agent {
   // A client went: its submitted work runs out (at most kDrainLimit), then everything it
   // held is freed.
   void on(Client& c, const wire::Close& m) {
-    if (!device(c, m.device)) return;
+    Served* s = device(c, m.device);
+    if (!s) return;
+    if (s->moving || s->putting_now.load()) {
+      // Handed over from the idle rounds once they are there: the reaper waits for no client.
+      s->closing = true;
+      return;
+    }
     Reaping r;
     r.devices.push_back(std::move(c.devices[m.device]));
     hand_to_reaper(std::move(r));
   }
 
+  // The agent goes: the client's endpoint is closed first, once no watcher sends on it, so
+  // that the bytes still on their way to or from it are cancelled rather than waited for (a
+  // client that stopped taking them would hold the agent's end); then its devices go.
   void leave(Client& c) {
+    for (auto& s : c.devices) {
+      if (!s) continue;
+      s->stopping = true;
+      if (s->watcher.joinable()) s->watcher.join();
+      s->ep = nullptr;  // nothing is sent to it from here on
+    }
+    if (worker_) worker_->close(c.ep);
     for (auto& s : c.devices)
       if (s) release(*s);
     c.devices.clear();
-    if (worker_) worker_->close(c.ep);
   }
 
   // Stops s's driver (stop) and frees what its client held on it.
@@ -1343,6 +1464,13 @@ class AgentImpl final : public Agent {
     for (auto& [v, bytes] : s.arrived) drop_all(bytes);
     s.arrived.clear();
     if (!s.stopped) stop(s, "its client let it go");
+    // Bytes still on their way (the client went, or its endpoint was closed: they end at
+    // once), before the memory they move goes.
+    if (s.moving) finish_all(*worker_, s.moving->requests);
+    s.moving.reset();
+    if (s.putting) finish_all(*worker_, s.putting->sends);
+    s.putting.reset();
+    s.putting_now = false;
     settle(s);
     while (!s.regions.empty()) free_region(s, s.regions.begin()->first);
     while (!s.images.empty()) unload(s, s.images.begin()->first);

@@ -386,13 +386,17 @@ void Worker::forget(ucs_status_ptr_t request) {
 }
 
 ucs_status_t Worker::take(Payload& payload, void* into, ucp_mem_h memh) {
+  return finish(take_later(payload, into, memh));
+}
+
+ucs_status_ptr_t Worker::take_later(Payload& payload, void* into, ucp_mem_h memh) {
   payload.settled_ = true;
   if (!payload.desc_) {
     if (payload.length_) std::memcpy(into, payload.eager_, payload.length_);
-    return UCS_OK;
+    return UCS_STATUS_PTR(UCS_OK);
   }
   const ucp_request_param_t p = registered(memh);
-  return finish(ucp_am_recv_data_nbx(worker_, payload.desc_, into, payload.length_, &p));
+  return ucp_am_recv_data_nbx(worker_, payload.desc_, into, payload.length_, &p);
 }
 
 Payload Worker::keep(Payload& payload) {
@@ -582,6 +586,14 @@ ucs_status_t Worker::finish(ucs_status_ptr_t request) {
   ucp_request_free(request);
   // Events its progress delivered wait in the inbox: the progress thread hands them over.
   if (inbox_waits()) ucp_worker_signal(worker_);
+  return st;
+}
+
+std::optional<ucs_status_t> Worker::done(ucs_status_ptr_t request) {
+  if (!UCS_PTR_IS_PTR(request)) return UCS_PTR_STATUS(request);
+  const ucs_status_t st = ucp_request_check_status(request);
+  if (st == UCS_INPROGRESS) return std::nullopt;
+  ucp_request_free(request);
   return st;
 }
 

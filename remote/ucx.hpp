@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -156,6 +157,9 @@ class Worker {
   // that memory, or null), progressing the worker on this thread until they are there:
   // UCS_OK or UCX's error. Handlers call it.
   ucs_status_t take(Payload& payload, void* into, ucp_mem_h memh);
+  // Starts taking them, as take() does, without waiting: a request that done() or finish()
+  // completes, or a status (UCS_PTR_STATUS) where they are there already or UCX refused.
+  ucs_status_ptr_t take_later(Payload& payload, void* into, ucp_mem_h memh);
   // Lets a data message's bytes go untaken.
   void drop(Payload& payload);
   // Keeps a data message's bytes in UCX past its handler: the payload returned, which its
@@ -176,6 +180,10 @@ class Worker {
   // loaded machine costs more than the transfer) and the progress thread's rounds go on
   // between its own.
   ucs_status_t finish(ucs_status_ptr_t request);
+  // Whether a started request is done, without progressing the worker (the progress
+  // thread's rounds do): nullopt while it runs, else its status, the request freed. Any
+  // thread may ask.
+  std::optional<ucs_status_t> done(ucs_status_ptr_t request);
 
  private:
   struct Buffer;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -226,6 +227,7 @@ class RawClient {
  public:
   explicit RawClient(std::string address = {})
       : worker_({[this](ucp_ep_h, std::span<const std::byte> m) {
+                   wait_while_held();
                    auto decoded = remote::wire::decode(m);
                    std::lock_guard g(mutex_);
                    if (decoded) got_.push_back(std::move(*decoded));
@@ -233,6 +235,7 @@ class RawClient {
                  [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {},
                  [this](ucp_ep_h, std::span<const std::byte> header, remote::ucx::Payload& bytes) {
                    // The agent's Data: their headers and bytes, in the order they came.
+                   wait_while_held();
                    std::vector<std::byte> into(bytes.length());
                    if (worker_.take(bytes, into.data(), nullptr) != UCS_OK) into.clear();  // a test's check sees it
                    auto decoded = remote::wire::decode(header);
@@ -248,7 +251,25 @@ class RawClient {
     send(remote::wire::Hello{remote::wire::kVersion, kToken});
     REQUIRE(next<remote::wire::Welcome>().admitted);
   }
-  ~RawClient() { worker_.close(ep_); }
+  ~RawClient() {
+    release();
+    worker_.close(ep_);
+  }
+
+  // From hold() to release() the handlers wait, holding the worker's progress thread: the
+  // client takes none of the agent's bytes and serves none of its own (a stopped process).
+  // A message that comes meanwhile waits, and every one after it.
+  void hold() {
+    std::lock_guard g(hold_mutex_);
+    held_ = true;
+  }
+  void release() {
+    {
+      std::lock_guard g(hold_mutex_);
+      held_ = false;
+    }
+    hold_cv_.notify_all();
+  }
 
   template <class T>
   void send(const T& m) {
@@ -323,9 +344,17 @@ class RawClient {
   }
 
  private:
+  void wait_while_held() {
+    std::unique_lock g(hold_mutex_);
+    hold_cv_.wait(g, [&] { return !held_; });
+  }
+
   std::mutex mutex_;
   std::vector<remote::wire::Message> got_;
   std::vector<std::vector<std::byte>> taken_;
+  std::mutex hold_mutex_;
+  std::condition_variable hold_cv_;
+  bool held_ = false;
   remote::ucx::Worker worker_;
   ucp_ep_h ep_ = nullptr;
 };
@@ -341,6 +370,110 @@ remote::wire::Part copy_part(std::uint64_t src, std::uint64_t dst, std::uint64_t
 }
 
 }  // namespace
+
+namespace {
+
+// Whether another client of the agent at `address` round-trips bytes through its MEM
+// device within 2 s, and a raw one opens a device, allocates and is answered a clock.
+bool others_served(const std::string& address, const char* name) {
+  const auto before = std::chrono::steady_clock::now();
+  auto d = open(remote::opener(address, "MEM", name, kToken));
+  if (!d) return false;
+  RawClient raw(address);
+  const auto device = raw.open_device("MEM");
+  raw.alloc(device, 4096);
+  raw.send(remote::wire::Clock{7});
+  return raw.next<remote::wire::Reply>().request == 7 && round_trips(*d, 'o') &&
+         std::chrono::steady_clock::now() - before < 2s;
+}
+
+// Waits (5 s at most) for the client to be told that its device's word reached v.
+bool told_reached(RawClient& client, std::uint64_t v) {
+  std::uint64_t reached = 0;
+  return eventually([&] {
+    while (auto r = client.take<remote::wire::Reached>()) reached = std::max(reached, r->to);
+    return reached >= v;
+  }, 5000ms);
+}
+
+constexpr std::uint64_t kStuckBytes = 1 << 20;  // sent by rendezvous
+
+}  // namespace
+
+TEST_CASE("a client that stops taking the bytes its values wrote holds none of the agent's other clients; once it "
+          "takes them, its Reached follow") {
+  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM"}, kToken, {}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  const std::string address = (*served)->address();
+  RawClient stuck(address);
+  const auto device = stuck.open_device("MEM");
+  const auto src = stuck.alloc(device, kStuckBytes);
+  static std::vector<std::byte> filled(kStuckBytes, std::byte{'f'});
+  static std::vector<std::byte> host(kStuckBytes + 4096);
+  auto* window_bytes = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(host.data()) + 4095) & ~std::uintptr_t(4095));
+  const auto window = stuck.map(device, window_bytes, kStuckBytes);
+  // The device's memory filled with the client's bytes first, while it still takes part.
+  stuck.send_data(remote::wire::Data{device, 1, window, 0, kStuckBytes}, filled.data());
+  std::memcpy(window_bytes, filled.data(), kStuckBytes);
+  stuck.send(remote::wire::Submit{device, 1, {copy_part(window, src, kStuckBytes)}, {{window, 0, kStuckBytes}}, {}});
+  REQUIRE(told_reached(stuck, 1));
+  std::memset(window_bytes, 0, kStuckBytes);
+  // Value 2 copies straight from the device's memory into the client's; value 3, timed,
+  // through the window. Each one's bytes wait for a client that takes nothing.
+  for (std::uint64_t v : {2, 3}) {
+    CAPTURE(v);
+    stuck.hold();
+    stuck.send(remote::wire::Submit{device, v, {copy_part(src, window, kStuckBytes)}, {}, {{window, 0, kStuckBytes}},
+                                    v == 3});
+    std::this_thread::sleep_for(100ms);
+    CHECK(others_served(address, v == 2 ? "MEM@beside-a-stuck-client" : "MEM@beside-a-stuck-client-again"));
+    CHECK(stuck.taken().size() == v - 2);
+    stuck.release();
+    REQUIRE(told_reached(stuck, v));
+    auto taken = stuck.taken();
+    REQUIRE(taken.size() == v - 1);
+    CHECK(taken.back() == filled);
+  }
+}
+
+TEST_CASE("a client that stops serving the bytes it sent holds none of the agent's other clients; once it serves them, "
+          "its value runs on them") {
+  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM"}, kToken, {}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  const std::string address = (*served)->address();
+  RawClient stuck(address);
+  const auto device = stuck.open_device("MEM");
+  const auto dst = stuck.alloc(device, kStuckBytes);
+  static std::vector<std::byte> host(kStuckBytes + 4096);
+  auto* window_bytes = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(host.data()) + 4095) & ~std::uintptr_t(4095));
+  const auto window = stuck.map(device, window_bytes, kStuckBytes);
+  // Value 1 sends its bytes straight into the device's memory; value 3, timed, through the
+  // window. While each one's are fetched, the client's progress thread is held (by the
+  // clock's answer): the fetch waits. Values 2 and 4 bring the device's memory back.
+  std::uint64_t request = 10;
+  for (char c : {'u', 'w'}) {
+    CAPTURE(c);
+    static std::vector<std::byte> sent;
+    sent.assign(kStuckBytes, std::byte(c));
+    const std::uint64_t v = c == 'u' ? 1 : 3;
+    stuck.hold();
+    stuck.send(remote::wire::Clock{++request});
+    std::this_thread::sleep_for(100ms);
+    stuck.send_data(remote::wire::Data{device, v, window, 0, kStuckBytes}, sent.data());
+    stuck.send(remote::wire::Submit{device, v, {copy_part(window, dst, kStuckBytes)}, {{window, 0, kStuckBytes}}, {},
+                                    c == 'w'});
+    std::this_thread::sleep_for(100ms);
+    CHECK(others_served(address, c == 'u' ? "MEM@beside-a-client-that-serves-nothing"
+                                          : "MEM@beside-a-client-that-serves-nothing-again"));
+    stuck.release();
+    REQUIRE(told_reached(stuck, v));
+    stuck.send(remote::wire::Submit{device, v + 1, {copy_part(dst, window, kStuckBytes)}, {}, {{window, 0, kStuckBytes}}});
+    REQUIRE(told_reached(stuck, v + 1));
+    auto taken = stuck.taken();
+    REQUIRE(!taken.empty());
+    CHECK(taken.back() == sent);
+  }
+}
 
 TEST_CASE("a copy whose box runs past its region is refused with the reason, and the agent serves on") {
   RawClient raw;
