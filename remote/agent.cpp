@@ -312,11 +312,15 @@ class AgentImpl final : public Agent {
     for (auto& [ep, c] : clients_)
       for (auto& s : c.devices) {
         if (!s) continue;
-        // A stopped device's bytes still on their way: their requests freed once done.
+        // Bytes on their way, whose requests are looked at here (a stopped device's too,
+        // whose memory is freed only once they are done).
         if (s->moving && retry_moving(c, *s)) sent = true;
-        if (s->putting_now.load() && s->stopped) {
-          std::lock_guard r(s->report_mutex);
-          if (put(*s)) sent = true;
+        if (s->stopped) {
+          if (s->putting_now.load()) {
+            std::lock_guard r(s->report_mutex);
+            if (put(*s)) sent = true;
+          }
+          if (!s->frees.empty() || !s->unloads.empty()) settle(*s);
         }
         if (s->closing && !s->moving && !s->putting_now.load()) {
           Reaping closed;
@@ -1243,7 +1247,9 @@ class AgentImpl final : public Agent {
       std::lock_guard g(s.mutex);
       sent = s.sent;
     }
-    const bool all = s.stopped || s.lost;
+    // All of them once the device stopped or was lost, unless bytes still move in or out of
+    // its memory.
+    const bool all = (s.stopped || s.lost) && !s.moving && !s.putting_now.load();
     std::erase_if(s.frees, [&](const auto& f) {
       if (f.first > sent && !all) return false;
       free_region(s, f.second);

@@ -436,6 +436,38 @@ TEST_CASE("a client that stops taking the bytes its values wrote holds none of t
   }
 }
 
+TEST_CASE("memory of a device stopped while its bytes travel to a client that takes nothing stays until they arrived") {
+  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM"}, kToken, {}});
+  REQUIRE_MESSAGE(served.has_value(), served.error());
+  const auto held = (*served)->held_bytes();
+  RawClient stuck((*served)->address());
+  const auto device = stuck.open_device("MEM");
+  const auto src = stuck.alloc(device, kStuckBytes);
+  static std::vector<std::byte> filled(kStuckBytes, std::byte{'s'});
+  static std::vector<std::byte> host(kStuckBytes + 4096);
+  auto* window_bytes = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(host.data()) + 4095) & ~std::uintptr_t(4095));
+  const auto window = stuck.map(device, window_bytes, kStuckBytes);
+  stuck.send_data(remote::wire::Data{device, 1, window, 0, kStuckBytes}, filled.data());
+  stuck.send(remote::wire::Submit{device, 1, {copy_part(window, src, kStuckBytes)}, {{window, 0, kStuckBytes}}, {}});
+  REQUIRE(told_reached(stuck, 1));
+  // Value 2's bytes wait for the held client, straight from src; the device stops and its
+  // client frees src and the window meanwhile.
+  stuck.hold();
+  stuck.send(remote::wire::Submit{device, 2, {copy_part(src, window, kStuckBytes)}, {}, {{window, 0, kStuckBytes}}});
+  std::this_thread::sleep_for(100ms);
+  stuck.send(remote::wire::Stop{8, device, "its client stops it"});
+  stuck.send(remote::wire::Free{device, src});
+  stuck.send(remote::wire::Free{device, window});
+  std::this_thread::sleep_for(100ms);
+  CHECK((*served)->held_bytes() == held + kStuckBytes);  // src stays
+  stuck.release();
+  auto answer = stuck.next<remote::wire::Reply>();
+  CHECK(answer.request == 8);
+  REQUIRE(eventually([&] { return stuck.taken().size() == 1; }, 5000ms));
+  CHECK(stuck.taken()[0] == filled);
+  CHECK(eventually([&] { return (*served)->held_bytes() == held; }, 5000ms));
+}
+
 TEST_CASE("a client that stops serving the bytes it sent holds none of the agent's other clients; once it serves them, "
           "its value runs on them") {
   auto served = remote::Agent::start({"127.0.0.1:0", {"MEM"}, kToken, {}});
