@@ -13,7 +13,9 @@
 // others are served. A
 // value for which its device has no room yet is parked, not waited for: the progress thread
 // asks room again from its idle rounds (the watcher wakes it when the word moves) and serves
-// the others meanwhile.
+// the others meanwhile. Nor does it wait for bytes on their way to or from a client: their
+// UCX requests are looked at from its idle rounds, the value (or the Reached) they hold up
+// going on once they are done.
 #include <rig/remote.hpp>
 
 #include <fmt/format.h>

@@ -398,35 +398,59 @@ bool told_reached(RawClient& client, std::uint64_t v) {
 
 constexpr std::uint64_t kStuckBytes = 1 << 20;  // sent by rendezvous
 
+// An agent serving MEM, and a raw client of it that holds kStuckBytes of the device's memory
+// and maps as many of its host memory.
+struct StuckRig {
+  std::vector<std::byte> host = std::vector<std::byte>(kStuckBytes + 4096);
+  std::byte* bytes = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(host.data()) + 4095) &
+                                                  ~std::uintptr_t(4095));  // the mapped host memory
+  std::unique_ptr<remote::Agent> agent;
+  std::string address;
+  std::unique_ptr<RawClient> client;
+  std::uint32_t device = 0;
+  std::uint64_t memory = 0;  // the device's
+  std::uint64_t window = 0;  // the mapped host memory's region
+
+  StuckRig() {
+    auto served = remote::Agent::start({"127.0.0.1:0", {"MEM"}, kToken, {}});
+    REQUIRE_MESSAGE(served.has_value(), served.error());
+    agent = std::move(*served);
+    address = agent->address();
+    client = std::make_unique<RawClient>(address);
+    device = client->open_device("MEM");
+    memory = client->alloc(device, kStuckBytes);
+    window = client->map(device, bytes, kStuckBytes);
+  }
+  // Value v copies the client's `from` into the device's memory, or that memory back.
+  void upload(std::uint64_t v, const std::byte* from, bool timed = false) {
+    client->send_data(remote::wire::Data{device, v, window, 0, kStuckBytes}, from);
+    client->send(remote::wire::Submit{device, v, {copy_part(window, memory, kStuckBytes)}, {{window, 0, kStuckBytes}}, {},
+                                      timed});
+  }
+  void download(std::uint64_t v, bool timed = false) {
+    client->send(remote::wire::Submit{device, v, {copy_part(memory, window, kStuckBytes)}, {}, {{window, 0, kStuckBytes}},
+                                      timed});
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a client that stops taking the bytes its values wrote holds none of the agent's other clients; once it "
           "takes them, its Reached follow") {
-  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM"}, kToken, {}});
-  REQUIRE_MESSAGE(served.has_value(), served.error());
-  const std::string address = (*served)->address();
-  RawClient stuck(address);
-  const auto device = stuck.open_device("MEM");
-  const auto src = stuck.alloc(device, kStuckBytes);
-  static std::vector<std::byte> filled(kStuckBytes, std::byte{'f'});
-  static std::vector<std::byte> host(kStuckBytes + 4096);
-  auto* window_bytes = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(host.data()) + 4095) & ~std::uintptr_t(4095));
-  const auto window = stuck.map(device, window_bytes, kStuckBytes);
+  const std::vector<std::byte> filled(kStuckBytes, std::byte{'f'});
+  StuckRig rig;
+  RawClient& stuck = *rig.client;
   // The device's memory filled with the client's bytes first, while it still takes part.
-  stuck.send_data(remote::wire::Data{device, 1, window, 0, kStuckBytes}, filled.data());
-  std::memcpy(window_bytes, filled.data(), kStuckBytes);
-  stuck.send(remote::wire::Submit{device, 1, {copy_part(window, src, kStuckBytes)}, {{window, 0, kStuckBytes}}, {}});
+  rig.upload(1, filled.data());
   REQUIRE(told_reached(stuck, 1));
-  std::memset(window_bytes, 0, kStuckBytes);
   // Value 2 copies straight from the device's memory into the client's; value 3, timed,
   // through the window. Each one's bytes wait for a client that takes nothing.
   for (std::uint64_t v : {2, 3}) {
     CAPTURE(v);
     stuck.hold();
-    stuck.send(remote::wire::Submit{device, v, {copy_part(src, window, kStuckBytes)}, {}, {{window, 0, kStuckBytes}},
-                                    v == 3});
+    rig.download(v, v == 3);
     std::this_thread::sleep_for(100ms);
-    CHECK(others_served(address, v == 2 ? "MEM@beside-a-stuck-client" : "MEM@beside-a-stuck-client-again"));
+    CHECK(others_served(rig.address, v == 2 ? "MEM@beside-a-stuck-client" : "MEM@beside-a-stuck-client-again"));
     CHECK(stuck.taken().size() == v - 2);
     stuck.release();
     REQUIRE(told_reached(stuck, v));
@@ -437,48 +461,34 @@ TEST_CASE("a client that stops taking the bytes its values wrote holds none of t
 }
 
 TEST_CASE("memory of a device stopped while its bytes travel to a client that takes nothing stays until they arrived") {
-  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM"}, kToken, {}});
-  REQUIRE_MESSAGE(served.has_value(), served.error());
-  const auto held = (*served)->held_bytes();
-  RawClient stuck((*served)->address());
-  const auto device = stuck.open_device("MEM");
-  const auto src = stuck.alloc(device, kStuckBytes);
-  static std::vector<std::byte> filled(kStuckBytes, std::byte{'s'});
-  static std::vector<std::byte> host(kStuckBytes + 4096);
-  auto* window_bytes = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(host.data()) + 4095) & ~std::uintptr_t(4095));
-  const auto window = stuck.map(device, window_bytes, kStuckBytes);
-  stuck.send_data(remote::wire::Data{device, 1, window, 0, kStuckBytes}, filled.data());
-  stuck.send(remote::wire::Submit{device, 1, {copy_part(window, src, kStuckBytes)}, {{window, 0, kStuckBytes}}, {}});
+  const std::vector<std::byte> filled(kStuckBytes, std::byte{'s'});
+  StuckRig rig;
+  RawClient& stuck = *rig.client;
+  const auto held = rig.agent->held_bytes();
+  rig.upload(1, filled.data());
   REQUIRE(told_reached(stuck, 1));
-  // Value 2's bytes wait for the held client, straight from src; the device stops and its
-  // client frees src and the window meanwhile.
+  // Value 2's bytes wait for the held client, straight from the device's memory; the device
+  // stops and its client frees that memory and the window meanwhile.
   stuck.hold();
-  stuck.send(remote::wire::Submit{device, 2, {copy_part(src, window, kStuckBytes)}, {}, {{window, 0, kStuckBytes}}});
+  rig.download(2);
   std::this_thread::sleep_for(100ms);
-  stuck.send(remote::wire::Stop{8, device, "its client stops it"});
-  stuck.send(remote::wire::Free{device, src});
-  stuck.send(remote::wire::Free{device, window});
+  stuck.send(remote::wire::Stop{8, rig.device, "its client stops it"});
+  stuck.send(remote::wire::Free{rig.device, rig.memory});
+  stuck.send(remote::wire::Free{rig.device, rig.window});
   std::this_thread::sleep_for(100ms);
-  CHECK((*served)->held_bytes() == held + kStuckBytes);  // src stays
+  CHECK(rig.agent->held_bytes() == held);  // the memory stays
   stuck.release();
   auto answer = stuck.next<remote::wire::Reply>();
   CHECK(answer.request == 8);
   REQUIRE(eventually([&] { return stuck.taken().size() == 1; }, 5000ms));
   CHECK(stuck.taken()[0] == filled);
-  CHECK(eventually([&] { return (*served)->held_bytes() == held; }, 5000ms));
+  CHECK(eventually([&] { return rig.agent->held_bytes() == held - kStuckBytes; }, 5000ms));
 }
 
 TEST_CASE("a client that stops serving the bytes it sent holds none of the agent's other clients; once it serves them, "
           "its value runs on them") {
-  auto served = remote::Agent::start({"127.0.0.1:0", {"MEM"}, kToken, {}});
-  REQUIRE_MESSAGE(served.has_value(), served.error());
-  const std::string address = (*served)->address();
-  RawClient stuck(address);
-  const auto device = stuck.open_device("MEM");
-  const auto dst = stuck.alloc(device, kStuckBytes);
-  static std::vector<std::byte> host(kStuckBytes + 4096);
-  auto* window_bytes = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(host.data()) + 4095) & ~std::uintptr_t(4095));
-  const auto window = stuck.map(device, window_bytes, kStuckBytes);
+  StuckRig rig;
+  RawClient& stuck = *rig.client;
   // Value 1 sends its bytes straight into the device's memory; value 3, timed, through the
   // window. While each one's are fetched, the client's progress thread is held (by the
   // clock's answer): the fetch waits. Values 2 and 4 bring the device's memory back.
@@ -491,15 +501,13 @@ TEST_CASE("a client that stops serving the bytes it sent holds none of the agent
     stuck.hold();
     stuck.send(remote::wire::Clock{++request});
     std::this_thread::sleep_for(100ms);
-    stuck.send_data(remote::wire::Data{device, v, window, 0, kStuckBytes}, sent.data());
-    stuck.send(remote::wire::Submit{device, v, {copy_part(window, dst, kStuckBytes)}, {{window, 0, kStuckBytes}}, {},
-                                    c == 'w'});
+    rig.upload(v, sent.data(), c == 'w');
     std::this_thread::sleep_for(100ms);
-    CHECK(others_served(address, c == 'u' ? "MEM@beside-a-client-that-serves-nothing"
-                                          : "MEM@beside-a-client-that-serves-nothing-again"));
+    CHECK(others_served(rig.address, c == 'u' ? "MEM@beside-a-client-that-serves-nothing"
+                                              : "MEM@beside-a-client-that-serves-nothing-again"));
     stuck.release();
     REQUIRE(told_reached(stuck, v));
-    stuck.send(remote::wire::Submit{device, v + 1, {copy_part(dst, window, kStuckBytes)}, {}, {{window, 0, kStuckBytes}}});
+    rig.download(v + 1);
     REQUIRE(told_reached(stuck, v + 1));
     auto taken = stuck.taken();
     REQUIRE(!taken.empty());
@@ -1075,6 +1083,17 @@ struct EchoPair {
     std::lock_guard g(mutex);
     return handled_on.size();
   }
+  // An echo taken, then one that comes back while this thread polls, untaken: the time the
+  // poller went.
+  std::uint64_t echo_as_the_poller_goes() {
+    const std::byte ping[8] = {};
+    REQUIRE(here.send(ep, ping));
+    REQUIRE(eventually([&] { return handled() == 1; }, 5000ms));
+    remote::ucx::Worker::Polling polling(here);
+    REQUIRE(here.send(ep, ping));
+    std::this_thread::sleep_for(100ms);  // the echo comes back meanwhile
+    return rig_now_ns();
+  }
 };
 
 }  // namespace
@@ -1108,16 +1127,7 @@ TEST_CASE("once the last poller goes, the progress thread sleeps on for its ling
           "wakes it at once") {
   const auto linger = 20s;  // far beyond any wait of this test: a message taken early was woken for
   EchoPair pair(linger);
-  const std::byte ping[8] = {};
-  REQUIRE(pair.here.send(pair.ep, ping));
-  REQUIRE(eventually([&] { return pair.handled() == 1; }, 5000ms));
-  std::uint64_t went = 0;
-  {
-    remote::ucx::Worker::Polling polling(pair.here);
-    REQUIRE(pair.here.send(pair.ep, ping));
-    std::this_thread::sleep_for(100ms);  // the echo comes back meanwhile, untaken
-    went = rig_now_ns();
-  }
+  const std::uint64_t went = pair.echo_as_the_poller_goes();
   // The progress thread lingers: the echo waits.
   std::this_thread::sleep_for(300ms);
   CHECK(pair.handled() == 1);
@@ -1133,16 +1143,7 @@ TEST_CASE("a progress thread's linger ends on its own: a message that came as th
           "passed") {
   const auto linger = 300ms;
   EchoPair pair(linger);
-  const std::byte ping[8] = {};
-  REQUIRE(pair.here.send(pair.ep, ping));
-  REQUIRE(eventually([&] { return pair.handled() == 1; }, 5000ms));
-  std::uint64_t went = 0;
-  {
-    remote::ucx::Worker::Polling polling(pair.here);
-    REQUIRE(pair.here.send(pair.ep, ping));
-    std::this_thread::sleep_for(100ms);
-    went = rig_now_ns();
-  }
+  const std::uint64_t went = pair.echo_as_the_poller_goes();
   REQUIRE(eventually([&] { return pair.handled() == 2; }, 5000ms));
   std::lock_guard g(pair.mutex);
   CHECK(pair.handled_on.back() != std::this_thread::get_id());
