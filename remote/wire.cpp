@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cstring>
 #include <type_traits>
 
@@ -94,7 +95,15 @@ class Writer {
     static_assert(std::is_integral_v<T>);
     using U = std::make_unsigned_t<T>;
     U u = U(v);
-    for (std::size_t i = 0; i < sizeof(T); ++i) out_.push_back(std::byte(std::uint8_t(u >> (8 * i))));
+    const std::size_t at = out_.size();
+    out_.resize(at + sizeof(T));
+    // Little-endian on the wire: a copy of the value on such hosts, a byte at a time on others
+    // (a byte at a time everywhere took 0.4 µs of a launch's Submit).
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(out_.data() + at, &u, sizeof(T));
+    } else {
+      for (std::size_t i = 0; i < sizeof(T); ++i) out_[at + i] = std::byte(std::uint8_t(u >> (8 * i)));
+    }
   }
   template <class T>
   void operator()(const T& v, const char*) {
@@ -141,7 +150,11 @@ class Reader {
     static_assert(std::is_integral_v<T>);
     need(sizeof(T), field);
     std::make_unsigned_t<T> u = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) u |= std::make_unsigned_t<T>(std::uint8_t(in_[at_ + i])) << (8 * i);
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(&u, in_.data() + at_, sizeof(T));
+    } else {
+      for (std::size_t i = 0; i < sizeof(T); ++i) u |= std::make_unsigned_t<T>(std::uint8_t(in_[at_ + i])) << (8 * i);
+    }
     at_ += sizeof(T);
     return T(u);
   }
