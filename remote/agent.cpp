@@ -169,7 +169,7 @@ struct Served {
   // downloads sent) is handed to the device once they are there, the values after it
   // waiting in `ahead`.
   struct Moving {
-    wire::Submit submit;  // what is handed over then
+    wire::Submit submit;  // what is handed over then, kept only while it waits
     std::vector<ucs_status_ptr_t> requests;
     bool sending = false;               // they send the device's bytes, not take the client's
     std::optional<std::string> failed;  // UCX's reason for the first that failed
@@ -282,6 +282,16 @@ class AgentImpl final : public Agent {
     hand_to_reaper(std::move(r));
   }
 
+  // Hands one device its client let go to the reaper (its slot left empty).
+  void reap_device(std::unique_ptr<Served>& s) {
+    Reaping r;
+    r.devices.push_back(std::move(s));
+    hand_to_reaper(std::move(r));
+  }
+
+  // Whether bytes are on their way to or from s's memory (its value's, or its report's).
+  static bool bytes_moving(const Served& s) { return s.moving || s.putting_now.load(); }
+
   void hand_to_reaper(Reaping r) {
     {
       std::lock_guard g(reap_mutex_);
@@ -324,10 +334,8 @@ class AgentImpl final : public Agent {
           }
           if (!s->frees.empty() || !s->unloads.empty()) settle(*s);
         }
-        if (s->closing && !s->moving && !s->putting_now.load()) {
-          Reaping closed;
-          closed.devices.push_back(std::move(s));
-          hand_to_reaper(std::move(closed));
+        if (s->closing && !bytes_moving(*s)) {
+          reap_device(s);
           continue;
         }
         if (s->stopped) continue;
@@ -737,12 +745,12 @@ class AgentImpl final : public Agent {
         break;
     }
     if (direct(s, m)) return take_direct(c, s, m, std::move(bytes));
-    Served::Moving moving{m, {}, false, {}};
+    Served::Moving moving;
     for (auto& a : bytes) {
       const Held& w = s.regions.at(a.range.region);  // checked by admit
       started(moving, worker_->take_later(a.bytes, w.window + a.range.offset, w.window_memh));
     }
-    move_then_run(c, s, std::move(moving), true);
+    move_then_run(c, s, m, std::move(moving), true);
   }
 
   // Keeps a started transfer of `moving`: its request while it runs, else its failure.
@@ -767,24 +775,27 @@ class AgentImpl final : public Agent {
     return true;
   }
 
-  // Hands moving.submit over once its bytes are there: at once if they are (`translated`:
-  // s.parts holds its parts already), else from the idle rounds (s.moving).
-  void move_then_run(Client& c, Served& s, Served::Moving moving, bool translated) {
+  // Hands m over once the bytes `moving` moves for it are there: at once if they are
+  // (`translated`: s.parts holds its parts already), else from the idle rounds (s.moving,
+  // which keeps a copy of m only then).
+  void move_then_run(Client& c, Served& s, const wire::Submit& m, Served::Moving moving, bool translated) {
     if (!completed(*worker_, moving.requests, moving.failed)) {
+      moving.submit = m;
       s.moving = std::move(moving);
       return;
     }
-    moved(c, s, moving, translated);
+    moved(c, s, m, moving, translated);
   }
 
-  // Hands over a value whose bytes moved, or loses its device where they did not.
-  void moved(Client& c, Served& s, Served::Moving& moving, bool translated) {
+  // Hands over m, whose bytes moved, or loses its device where they did not.
+  void moved(Client& c, Served& s, const wire::Submit& m, const Served::Moving& moving, bool translated) {
     if (s.lost || s.stopped) return;
-    const std::uint64_t v = moving.submit.value;
     if (moving.failed && moving.sending)
-      return lose(c, s, fmt::format("sending value {}'s bytes into the client's memory failed: {}", v, *moving.failed));
-    if (moving.failed) return lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", v, *moving.failed));
-    if (translated || admit(c, s, moving.submit)) run(c, s, moving.submit);
+      return lose(c, s, fmt::format("sending value {}'s bytes into the client's memory failed: {}", m.value,
+                                    *moving.failed));
+    if (moving.failed)
+      return lose(c, s, fmt::format("value {}: taking the client's bytes failed: {}", m.value, *moving.failed));
+    if (translated || admit(c, s, m)) run(c, s, m);
   }
 
   // Hands over s's moving value once its bytes are there, and the values that came after
@@ -793,7 +804,7 @@ class AgentImpl final : public Agent {
     if (!completed(*worker_, s.moving->requests, s.moving->failed)) return false;
     Served::Moving moving = std::move(*s.moving);
     s.moving.reset();
-    moved(c, s, moving, false);
+    moved(c, s, moving.submit, moving, false);
     hand_over_ahead(c, s);
     return true;
   }
@@ -847,8 +858,9 @@ class AgentImpl final : public Agent {
       s.room_wanted = true;  // the watcher wakes the progress thread when the word moves
       return;
     }
-    Served::Moving moving{m, {}, !m.downloads.empty(), {}};
-    wire::Submit& emptied = moving.submit;
+    Served::Moving moving;
+    moving.sending = !m.downloads.empty();
+    wire::Submit emptied = m;
     for (std::size_t i = 0; i < m.parts.size(); ++i) {
       const wire::Part& p = m.parts[i];
       const wire::Box& b = p.boxes[0];
@@ -872,7 +884,7 @@ class AgentImpl final : public Agent {
     // change only after, so the value waits for them.
     emptied.uploads.clear();
     emptied.downloads.clear();
-    move_then_run(c, s, std::move(moving), false);
+    move_then_run(c, s, emptied, std::move(moving), false);
   }
 
   // Hands a value s took direct bytes for over once the device reached the value before it.
@@ -1251,7 +1263,7 @@ class AgentImpl final : public Agent {
     }
     // All of them once the device stopped or was lost, unless bytes still move in or out of
     // its memory.
-    const bool all = (s.stopped || s.lost) && !s.moving && !s.putting_now.load();
+    const bool all = (s.stopped || s.lost) && !bytes_moving(s);
     std::erase_if(s.frees, [&](const auto& f) {
       if (f.first > sent && !all) return false;
       free_region(s, f.second);
@@ -1438,14 +1450,12 @@ class AgentImpl final : public Agent {
   void on(Client& c, const wire::Close& m) {
     Served* s = device(c, m.device);
     if (!s) return;
-    if (s->moving || s->putting_now.load()) {
+    if (bytes_moving(*s)) {
       // Handed over from the idle rounds once they are there: the reaper waits for no client.
       s->closing = true;
       return;
     }
-    Reaping r;
-    r.devices.push_back(std::move(c.devices[m.device]));
-    hand_to_reaper(std::move(r));
+    reap_device(c.devices[m.device]);
   }
 
   // The agent goes: the client's endpoint is closed first, once no watcher sends on it, so
