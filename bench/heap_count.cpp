@@ -22,6 +22,15 @@ void* allocate(std::size_t n, std::size_t align = 0) {
   return p;
 }
 
+// allocate(), null where it throws: the nothrow forms'.
+void* allocate_or_null(std::size_t n, std::size_t align = 0) noexcept {
+  try {
+    return allocate(n, align);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 std::uint64_t rig::heap_count::process() { return process_allocations.load(std::memory_order_relaxed); }
@@ -33,22 +42,14 @@ void* operator new(std::size_t n, std::align_val_t a) { return allocate(n, std::
 void* operator new[](std::size_t n, std::align_val_t a) { return allocate(n, std::size_t(a)); }
 // The nothrow forms too (std::stable_partition's buffer, say): left to the library's, they
 // would allocate with its new what the forms above free with free.
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return allocate(n);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return allocate_or_null(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return allocate_or_null(n); }
 void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  try {
-    return allocate(n, std::size_t(a));
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
+  return allocate_or_null(n, std::size_t(a));
 }
-void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept { return operator new(n, a, t); }
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate_or_null(n, std::size_t(a));
+}
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
