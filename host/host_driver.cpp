@@ -89,8 +89,11 @@ std::optional<std::uint32_t> read_u32(const ElfImage& elf, const std::string& na
 
 class HostDriver final : public edge::Driver {
  public:
-  HostDriver(volatile std::uint64_t* word, os::Seam& seam)
-      : word_(word), counters_(allowed_counters()), memory_(seam), queue_(word, &edge_, helper_count(), counters_) {
+  HostDriver(volatile std::uint64_t* word, os::Seam& seam, cpu::DispatcherIdle idle = {})
+      : word_(word),
+        counters_(allowed_counters()),
+        memory_(seam),
+        queue_(word, &edge_, helper_count(), counters_, idle) {
     edge_.table = counters_.empty() ? &kHostTable : &kCountingHostTable;
     edge_.queue = &queue_;
   }
@@ -196,6 +199,10 @@ namespace rig::cpu {
 
 std::unique_ptr<edge::Driver> make_host_driver(volatile std::uint64_t* word) {
   return std::make_unique<host::HostDriver>(word, os::system());
+}
+
+std::unique_ptr<edge::Driver> make_host_driver_idling(volatile std::uint64_t* word, DispatcherIdle idle) {
+  return std::make_unique<host::HostDriver>(word, os::system(), idle);
 }
 
 std::unique_ptr<edge::Driver> make_host_driver_with(os::Seam& seam, volatile std::uint64_t* word) {

@@ -52,6 +52,30 @@ namespace rig::cpu {
 // stop drops the values not yet done (the word never shows them) and joins the threads; the
 // destructor stops a driver that was not stopped.
 std::unique_ptr<rig::edge::Driver> make_host_driver(volatile std::uint64_t* word);
+
+// What the host device's dispatcher does beside spinning while it waits for its next value:
+// a program that receives the device's work over a connection (a remote agent) polls that
+// connection there, so that a value it receives is run, and reported, by the thread that
+// received it, with no hand-off between threads. All three are called on the dispatcher
+// thread: begin, then round once or more, then end, for each wait; a wait follows each
+// value the dispatcher completes (so a round reports it at once) and its start, which may
+// come before make_host_driver_idling returns.
+struct DispatcherIdle {
+  void* context = nullptr;
+  // The dispatcher begins a wait. May be null.
+  void (*begin)(void* context) = nullptr;
+  // One round of the wait: true if it did something (the dispatcher's spin then starts
+  // afresh). It may submit to and commit this device, and stop it (the dispatcher then ends
+  // once the round returns), but it must not wait for the device's values nor destroy the
+  // driver. Null: no hook at all.
+  bool (*round)(void* context) = nullptr;
+  // The wait ends: with `parking`, the dispatcher's spin is spent and it sleeps until a
+  // submit rings it; without, it goes to run a value (or ends, the device stopped). May be
+  // null.
+  void (*end)(void* context, bool parking) = nullptr;
+};
+// The host device's driver whose dispatcher calls `idle` while it waits.
+std::unique_ptr<rig::edge::Driver> make_host_driver_idling(volatile std::uint64_t* word, DispatcherIdle idle);
 // The same, reaching /dev/udmabuf through `seam` (which outlives the driver).
 std::unique_ptr<rig::edge::Driver> make_host_driver_with(rig::os::Seam& seam, volatile std::uint64_t* word);
 

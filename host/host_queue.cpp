@@ -74,17 +74,19 @@ std::byte* HostQueue::Spill::reserve(std::size_t n) {
 }
 
 HostQueue::HostQueue(volatile std::uint64_t* word, void* fill_context, unsigned helpers,
-                     std::span<const CounterEvent> counters)
+                     std::span<const CounterEvent> counters, cpu::DispatcherIdle idle)
     : word_(word),
       fill_context_(fill_context),
       counter_count_(std::min(counters.size(), kCountersMax)),
       slots_(new Slot[kSlots]),
-      workers_(helpers, counters.first(counter_count_)) {
+      workers_(helpers, counters.first(counter_count_)),
+      idle_(idle) {
   dispatcher_ = std::thread([this] { dispatch(); });
 }
 
 HostQueue::~HostQueue() {
   if (!stopped_) stop("the device was destroyed");
+  if (dispatcher_.joinable()) dispatcher_.join();  // stopped from its idle hook
 }
 
 // ---------------------------------------------------------------------------------------
@@ -335,10 +337,22 @@ void HostQueue::sleep(std::uint64_t v, std::chrono::nanoseconds most) {
 // The dispatcher.
 
 bool HostQueue::await_job(std::uint32_t next) {
+  // With an idle hook, one round at least after each value (which reports it at once), and
+  // one each round of the wait; begin and end bracket the rounds of one wait.
+  const bool hooked = idle_.round != nullptr;
+  bool serving = false;
   Spin spin(kEagerSpinNs, kSpinNs);
-  while (head_.load(std::memory_order_acquire) == next) {
-    if (stopping_.load(std::memory_order_relaxed)) return false;
+  for (;;) {
+    if (hooked && !stopping_.load(std::memory_order_relaxed)) {
+      if (!serving && idle_.begin != nullptr) idle_.begin(idle_.context);
+      serving = true;
+      if (idle_.round(idle_.context)) spin = Spin(kEagerSpinNs, kSpinNs);
+    }
+    if (head_.load(std::memory_order_acquire) != next) break;
+    if (stopping_.load(std::memory_order_relaxed)) break;
     if (spin.spin()) continue;
+    if (serving && idle_.end != nullptr) idle_.end(idle_.context, true);
+    serving = false;
     // Park. The doorbell is read before the flag is raised, so a submit that sees the
     // flag bumps it after this read and the futex wait returns at once.
     const std::uint32_t bell = doorbell_.load(std::memory_order_seq_cst);
@@ -350,6 +364,7 @@ bool HostQueue::await_job(std::uint32_t next) {
     dispatcher_parked_.store(false, std::memory_order_relaxed);
     spin = Spin(kEagerSpinNs, kSpinNs);
   }
+  if (serving && idle_.end != nullptr) idle_.end(idle_.context, false);
   return !stopping_.load(std::memory_order_acquire);
 }
 
@@ -464,7 +479,7 @@ void HostQueue::stop(std::string_view why) {
   futex_wake(doorbell_);
   workers_.interrupt();
   sleepers_.wake_all();
-  if (dispatcher_.joinable()) dispatcher_.join();
+  if (dispatcher_.joinable() && dispatcher_.get_id() != std::this_thread::get_id()) dispatcher_.join();
   workers_.stop();
 }
 

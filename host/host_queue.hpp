@@ -15,6 +15,7 @@
 #pragma once
 
 #include "futex.hpp"
+#include "host_driver.hpp"
 #include "workers.hpp"
 
 #include <rig/edge.hpp>
@@ -51,8 +52,9 @@ class HostQueue {
   // context, and runs launches with `helpers` helper threads beside its dispatcher. With
   // `counters` (at most kCountersMax, which the caller has probed), it measures the
   // launches of timed values: a row of 3 + counters.size() words each (measures).
+  // With `idle`, the dispatcher calls it while it waits for values (cpu::DispatcherIdle).
   HostQueue(volatile std::uint64_t* word, void* fill_context, unsigned helpers,
-            std::span<const CounterEvent> counters = {});
+            std::span<const CounterEvent> counters = {}, cpu::DispatcherIdle idle = {});
   HostQueue(const HostQueue&) = delete;
   HostQueue& operator=(const HostQueue&) = delete;
   ~HostQueue();  // stops if stop was not called
@@ -97,7 +99,9 @@ class HostQueue {
 
   // Ends the dispatcher and helpers and joins them. Jobs not yet done are dropped: their
   // values are never stored. A launch already running finishes its current groups. Later
-  // submits and commits fail with "stopped: why".
+  // submits and commits fail with "stopped: why". Called from the dispatcher's idle hook,
+  // it joins the helpers only: the dispatcher ends once the hook returns, and is joined by
+  // the destructor.
   void stop(std::string_view why);
 
  private:
@@ -177,6 +181,7 @@ class HostQueue {
   std::unique_ptr<Slot[]> slots_;
   Workers workers_;
   std::thread dispatcher_;
+  cpu::DispatcherIdle idle_;
 
   // Ring positions (uint32 counters that wrap; slot = position % kSlots). head_ is
   // written by the producer (submit), tail_ by the dispatcher, each on its own line.

@@ -272,6 +272,23 @@ class AgentImpl final : public Agent {
     handle(it->second, bytes);
   }
 
+  // What a served host device's dispatcher does while it waits for work: it serves the
+  // worker as the progress thread would, which stands aside meanwhile, so that a launch's
+  // Submit, its run and its Reached happen on that one thread. Before it parks, it hands the
+  // worker back to the progress thread at once (no linger: nobody polls on).
+  cpu::DispatcherIdle idling() {
+    cpu::DispatcherIdle idle;
+    idle.context = worker_.get();
+    idle.begin = [](void* w) { static_cast<ucx::Worker*>(w)->begin_polling(); };
+    idle.round = [](void* w) { return static_cast<ucx::Worker*>(w)->serve_round(); };
+    idle.end = [](void* w, bool parking) {
+      auto* worker = static_cast<ucx::Worker*>(w);
+      worker->end_polling();
+      if (parking) worker->resume();
+    };
+    return idle;
+  }
+
   // The client at `ep` went: the reaper stops its devices and frees what it held.
   void gone(ucp_ep_h ep) {
     auto it = clients_.find(ep);
@@ -458,7 +475,8 @@ class AgentImpl final : public Agent {
         }
         s->driver = std::move(*made);
       } else {
-        s->driver = m.device == "CPU" ? cpu::make_host_driver(&s->word) : cpu::make_memory_driver(&s->word);
+        s->driver = m.device == "CPU" ? cpu::make_host_driver_idling(&s->word, idling())
+                                      : cpu::make_memory_driver(&s->word);
       }
       s->facts = s->driver->facts();
     } catch (const std::exception& e) {

@@ -35,6 +35,9 @@ constexpr std::uint64_t kSpinNs = 200'000;
 constexpr std::uint64_t kEagerNs = 0;
 // The longest the progress thread sleeps before it looks at its stop flag again.
 constexpr int kSleepMs = 100;
+// While threads poll the worker, how often the progress thread, parked, looks whether the
+// last one went (see park_while_polled).
+constexpr std::uint64_t kPolledLookNs = 1'000'000;
 // UCX's keepalive: a peer silent this long is probed, so a dead one is noticed within 2 s.
 constexpr const char* kKeepalive = "500ms";
 
@@ -503,6 +506,15 @@ bool Worker::poll() {
   return true;
 }
 
+bool Worker::serve_round() {
+  Turn t(*this, std::try_to_lock);
+  if (!t.owns()) return false;
+  if (turn() != 0) return true;
+  if (!handlers_.idle || muted_.load(std::memory_order_relaxed)) return false;
+  idle_at_.store(rig_now_ns(), std::memory_order_relaxed);
+  return handlers_.idle();
+}
+
 bool Worker::progress_once() {
   if (holding_turn()) {
     ucp_worker_progress(worker_);
@@ -533,14 +545,25 @@ bool Worker::polled() const {
          rig_now_ns() - left_at_.load(std::memory_order_relaxed) < linger_ns_;
 }
 
+void Worker::begin_polling() { pollers_.fetch_add(1, std::memory_order_seq_cst); }
+
+void Worker::end_polling() {
+  left_at_.store(rig_now_ns(), std::memory_order_relaxed);
+  pollers_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 void Worker::park_while_polled() {
   // Raised before the futex's word is read: a resume() after this read sees it and wakes
   // this thread; one before it changed the word, and the wait returns at once.
   parked_.store(true, std::memory_order_seq_cst);
   const std::uint32_t word = resumes_.load(std::memory_order_seq_cst);
   while (!stopping_.load(std::memory_order_seq_cst)) {
-    // While a thread polls, a look every linger: the last one may go meanwhile, unheard.
-    std::uint64_t wait = linger_ns_;
+    // While a thread polls, a look every kPolledLookNs (or linger, if longer): the last one
+    // may go meanwhile, unheard. Nothing on a poller's way in or out makes a system call (a
+    // timer the last one to go set, tried, made the remote round trip 20-40 µs slower on
+    // these VMs), and a look is a wake-up that takes a CPU from the threads on the value's
+    // path: a look every linger was 5000 of them a second. Once none polls, the linger's rest.
+    std::uint64_t wait = std::max(linger_ns_, kPolledLookNs);
     if (pollers_.load(std::memory_order_seq_cst) == 0) {
       const std::uint64_t since = rig_now_ns() - left_at_.load(std::memory_order_relaxed);
       if (since >= linger_ns_) break;
@@ -553,6 +576,7 @@ void Worker::park_while_polled() {
 }
 
 void Worker::resume() {
+  left_at_.store(0, std::memory_order_relaxed);  // no linger: the thread takes over at once
   if (!parked_.load(std::memory_order_seq_cst)) return;
   resumes_.fetch_add(1, std::memory_order_seq_cst);
   host::futex_wake(resumes_);
@@ -636,8 +660,8 @@ void Worker::progress() {
     bool busy = false;
     while (!stopping_.load(std::memory_order_relaxed)) {
       // A poller progresses the worker itself: this thread takes nothing, and sleeps until
-      // the pollers are gone.
-      if (pollers_.load(std::memory_order_seq_cst) != 0) break;
+      // the pollers are gone and the linger has passed.
+      if (polled()) break;
       // Another thread holding the turn (finishing a request) is not slept on either: a
       // futex hand-off costs tens of microseconds.
       if (Turn t(*this, std::try_to_lock); t.owns()) {

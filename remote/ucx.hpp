@@ -102,6 +102,13 @@ class Worker {
   // thread holds the worker's turn; true if it did. A waiting thread calls it while it
   // spins, so that a reply needs no hand-off from the progress thread.
   bool poll();
+  // One round of another thread's serving, as if it were the progress thread: while no
+  // other thread holds the worker's turn, progresses the worker and runs the handlers of
+  // what it delivered, or else the idle hook. True if it did something. Called between
+  // begin_polling() and end_polling(), so that the progress thread stands aside meanwhile.
+  // The host device's dispatcher calls it while it waits for work on an agent
+  // (cpu::DispatcherIdle), so that a value is received, run and reported on that one thread.
+  bool serve_round();
   // Wakes the progress thread if it sleeps; it then calls the idle hook.
   void wake();
   // Whether the progress thread spins now, having called the idle hook within `within`: a
@@ -116,19 +123,21 @@ class Worker {
   // thread that found its reply usually polls again within it, and a wake-up costs a
   // futex's system call and, on two cores, often the CPU of the thread that made it), then
   // takes what came meanwhile; a thread that will block on what the progress thread
-  // delivers calls resume() first.
+  // delivers calls resume() first. While threads poll, it looks once a millisecond whether
+  // the last one went, so it takes over between the linger and a millisecond after that.
   class Polling {
    public:
-    explicit Polling(Worker& w) : w_(w) { w_.pollers_.fetch_add(1, std::memory_order_seq_cst); }
-    ~Polling() {
-      w_.left_at_.store(rig_now_ns(), std::memory_order_relaxed);
-      w_.pollers_.fetch_sub(1, std::memory_order_seq_cst);
-    }
+    explicit Polling(Worker& w) : w_(w) { w_.begin_polling(); }
+    ~Polling() { w_.end_polling(); }
     Polling(const Polling&) = delete;
 
    private:
     Worker& w_;
   };
+  // A Polling's two halves, for a thread whose polling does not follow one scope (a host
+  // device's dispatcher that serves the worker in rounds while it waits: serve_round()).
+  void begin_polling();
+  void end_polling();
   // Wakes the progress thread where it sleeps because of pollers, now or in the linger.
   void resume();
   // After it returns no handler runs again; the progress thread only progresses UCX.

@@ -976,3 +976,151 @@ TEST_CASE("where the host counts, a timed launch's row holds its instructions an
   CHECK(row[4] > 100'000);
   CHECK(h.table->measures(h.edge, 1, nullptr, &failure) == RIG_OK);
 }
+
+// ---------------------------------------------------------------------------------------
+// The dispatcher's idle hook (cpu::DispatcherIdle).
+
+namespace {
+
+// Whether `done()` holds within 10 s.
+template <class F>
+bool eventually_true(F&& done) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// A hook that records on which thread and how often the dispatcher calls it, and submits,
+// or stops the device, from a round when the test asks it to.
+struct Idling {
+  alignas(8) volatile std::uint64_t word = 0;
+  std::unique_ptr<edge::Driver> driver;
+  void* edge = nullptr;
+  const rig_driver* table = nullptr;
+
+  std::atomic<std::uint64_t> begins{0}, rounds{0}, ends{0}, parkings{0};
+  std::atomic<bool> open{false};  // between a begin and its end
+  std::atomic<bool> out_of_order{false};  // a round or end outside a begin .. end
+  std::atomic<std::thread::id> round_thread{};
+  std::atomic<std::uint64_t> submit_value{0};  // a round submits this value (a fill) after the one before it
+  std::atomic<int> submit_answer{-1};
+  std::atomic<bool> stop_asked{false}, stopped_in_round{false};
+  std::atomic<std::thread::id> fill_thread{};
+
+  static int record_fill(void*, void* arg, std::uint64_t) {
+    static_cast<Idling*>(arg)->fill_thread.store(std::this_thread::get_id());
+    return 0;
+  }
+
+  std::atomic<bool> ready{false};  // the driver is made: its dispatcher's rounds may use it
+
+  Idling() {
+    rig::cpu::DispatcherIdle idle;
+    idle.context = this;
+    idle.begin = [](void* c) {
+      auto* self = static_cast<Idling*>(c);
+      if (self->open.exchange(true)) self->out_of_order = true;
+      ++self->begins;
+    };
+    idle.round = [](void* c) { return static_cast<Idling*>(c)->round(); };
+    idle.end = [](void* c, bool parking) {
+      auto* self = static_cast<Idling*>(c);
+      if (!self->open.exchange(false)) self->out_of_order = true;
+      ++self->ends;
+      if (parking) ++self->parkings;
+    };
+    driver = rig::cpu::make_host_driver_idling(&word, idle);
+    edge = driver->facts().edge;
+    table = *static_cast<const rig_driver* const*>(edge);
+    ready = true;
+  }
+  ~Idling() { driver->stop("the test is over"); }
+
+  // Submits value v, a fill that counts into `ran`, from this thread.
+  void submit_here(std::uint64_t v, int* ran) {
+    rig_part part = fill_part([](void*, void* arg, std::uint64_t) { return ++*static_cast<int*>(arg), 0; }, ran);
+    const char* failure = nullptr;
+    REQUIRE(table->submit(edge, &part, 1, nullptr, 0, v, nullptr, &failure) == RIG_COMMITTED);
+  }
+
+  bool round() {
+    if (!open.load()) out_of_order = true;
+    // The dispatcher starts waiting while the driver is being made.
+    if (!ready.load()) return false;
+    round_thread.store(std::this_thread::get_id());
+    ++rounds;
+    if (stop_asked.exchange(false)) {
+      driver->stop("stopped from its dispatcher's idle hook");
+      stopped_in_round = true;
+      return true;
+    }
+    // A round submits value v once the word shows the value before it.
+    if (const std::uint64_t v = submit_value.load(); v != 0 && load(word) == v - 1) {
+      submit_value = 0;
+      rig_part part = fill_part(&Idling::record_fill, this);
+      const char* failure = nullptr;
+      submit_answer = table->submit(edge, &part, 1, nullptr, 0, v, nullptr, &failure);
+      return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a host device's dispatcher calls its idle hook while it waits, and runs on that thread the work a round "
+          "submits") {
+  Idling h;
+  // Value 1 from this thread; the round after it, value 2.
+  h.submit_value = 2;
+  int ran = 0;
+  h.submit_here(1, &ran);
+  REQUIRE(eventually_true([&] { return load(h.word) == 2; }));
+  CHECK(ran == 1);
+  CHECK(h.round_thread.load() != std::this_thread::get_id());
+  CHECK(h.submit_answer.load() == RIG_COMMITTED);
+  // The fill ran on the thread that submitted it from its round: no hand-off.
+  CHECK(h.fill_thread.load() == h.round_thread.load());
+  CHECK_FALSE(h.out_of_order.load());
+}
+
+TEST_CASE("a host device's dispatcher ends its idle rounds before it parks, and begins them again once a submit rings "
+          "it") {
+  Idling h;
+  // Its spin is tens of microseconds: it parks, saying so, and its rounds stop.
+  REQUIRE(eventually_true([&] { return h.parkings.load() >= 1; }));
+  std::uint64_t rounds = h.rounds.load();
+  std::this_thread::sleep_for(100ms);
+  CHECK(h.rounds.load() == rounds);
+  CHECK_FALSE(h.open.load());
+  // A value from another thread wakes it: it runs the value, then rounds again.
+  int ran = 0;
+  h.submit_here(1, &ran);
+  REQUIRE(eventually_true([&] { return load(h.word) == 1; }));
+  CHECK(ran == 1);
+  REQUIRE(eventually_true([&] { return h.rounds.load() > rounds; }));
+  REQUIRE(eventually_true([&] { return h.parkings.load() >= 2; }));
+  CHECK(h.begins.load() == h.ends.load());
+  CHECK_FALSE(h.out_of_order.load());
+}
+
+TEST_CASE("a host device stopped from its dispatcher's idle hook stops: later work fails with the reason, and the "
+          "driver is destroyed without waiting on itself") {
+  auto h = std::make_unique<Idling>();
+  h->stop_asked = true;
+  // A dispatcher that parked rounds again once rung: a value rings it, and a round stops it.
+  int ran = 0;
+  h->submit_here(1, &ran);
+  REQUIRE(eventually_true([&] { return h->stopped_in_round.load(); }));
+  const char* failure = nullptr;
+  CHECK(h->table->commit(h->edge, 2, &failure) == RIG_FAILED);
+  REQUIRE(failure != nullptr);
+  CHECK(std::string(failure).find("stopped from its dispatcher's idle hook") != std::string::npos);
+  const std::uint64_t rounds = h->rounds.load();
+  std::this_thread::sleep_for(50ms);
+  CHECK(h->rounds.load() == rounds);  // the dispatcher ended
+  h.reset();                          // joins it
+}

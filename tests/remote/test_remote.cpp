@@ -1054,9 +1054,11 @@ namespace {
 
 // Two workers joined over loopback: `here` (whose progress thread lingers `linger` after a
 // poller goes) connects to `there`, which answers each message it gets with the same bytes.
-// here's handler notes each message, the thread that ran it and when.
+// here's handler notes each message, the thread that ran it and when; its idle hook, the
+// last thread that ran it.
 struct EchoPair {
   std::mutex mutex;
+  std::atomic<std::thread::id> idle_on{};
   std::vector<std::thread::id> handled_on;  // here's handler runs, by thread
   std::vector<std::uint64_t> handled_at;    // and their times (rig_now_ns)
   remote::ucx::Worker there{{[this](ucp_ep_h from, std::span<const std::byte> m) { there.send(from, m); },
@@ -1070,7 +1072,12 @@ struct EchoPair {
                 handled_on.push_back(std::this_thread::get_id());
                 handled_at.push_back(rig_now_ns());
               },
-              [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {}, {}, {}},
+              [](ucp_ep_h, ucs_status_t) {}, [](ucp_ep_h) {},
+              [this] {
+                idle_on.store(std::this_thread::get_id());
+                return false;
+              },
+              {}},
              linger) {
     auto listening = there.listen({"127.0.0.1", 0});
     REQUIRE_MESSAGE(listening.has_value(), listening.error());
@@ -1148,4 +1155,60 @@ TEST_CASE("a progress thread's linger ends on its own: a message that came as th
   std::lock_guard g(pair.mutex);
   CHECK(pair.handled_on.back() != std::this_thread::get_id());
   CHECK(pair.handled_at.back() - went >= std::uint64_t(std::chrono::nanoseconds(linger).count()));
+}
+
+TEST_CASE("a thread that serves a worker in rounds takes its messages and runs its idle hook itself, the progress "
+          "thread standing aside between rounds; once it goes, the progress thread takes them after the linger") {
+  const auto linger = 300ms;
+  EchoPair pair(linger);
+  const std::byte ping[8] = {};
+  REQUIRE(pair.here.send(pair.ep, ping));
+  REQUIRE(eventually([&] { return pair.handled() == 1; }, 5000ms));
+  const auto me = std::this_thread::get_id();
+  pair.here.begin_polling();
+  REQUIRE(pair.here.send(pair.ep, ping));
+  REQUIRE(eventually([&] {
+    pair.here.serve_round();
+    return pair.handled() == 2;
+  }, 5000ms));
+  {
+    std::lock_guard g(pair.mutex);
+    CHECK(pair.handled_on.back() == me);
+  }
+  // A round with nothing delivered runs the idle hook, on this thread.
+  REQUIRE(eventually([&] {
+    pair.here.serve_round();
+    return pair.idle_on.load() == me;
+  }, 5000ms));
+  // Between rounds, however long, the progress thread takes nothing.
+  REQUIRE(pair.here.send(pair.ep, ping));
+  std::this_thread::sleep_for(2 * linger);
+  CHECK(pair.handled() == 2);
+  REQUIRE(eventually([&] {
+    pair.here.serve_round();
+    return pair.handled() == 3;
+  }, 5000ms));
+  // Its rounds end with an echo on its way back: the progress thread takes it, a linger on.
+  REQUIRE(pair.here.send(pair.ep, ping));
+  std::this_thread::sleep_for(100ms);  // the echo comes back meanwhile
+  const std::uint64_t went = rig_now_ns();
+  pair.here.end_polling();
+  REQUIRE(eventually([&] { return pair.handled() == 4; }, 5000ms));
+  std::lock_guard g(pair.mutex);
+  CHECK(pair.handled_on.back() != me);
+  CHECK(pair.handled_at.back() - went >= std::uint64_t(std::chrono::nanoseconds(linger).count()));
+}
+
+TEST_CASE("a host device that a client closes right after its work ran stops, though the Stop comes to the thread that "
+          "ran that work; the agent serves on") {
+  // The host device's dispatcher serves the agent's connection while it waits for work, so
+  // a Stop that comes just after a value is often handled on the very thread it stops.
+  for (int i = 0; i < 20; ++i) {
+    Device d = open_remote("CPU");
+    Buffer a = Buffer::create(d, 4096), b = Buffer::create(d, 4096);
+    Buffer::copy(Buffer::of_string(std::string(4096, char('a' + i))), a);
+    Buffer::copy(a, b);
+    d.close();
+  }
+  CHECK(round_trips(open_remote("CPU"), 'z'));
 }
