@@ -2,10 +2,12 @@
 // that prove its token and runs their work, checking everything a message names against
 // what that client holds (docs/remote.md, "Security").
 //
-// Threads: the worker's progress thread handles every message itself, in the order UCX
-// delivered them, and makes every driver call but sleep; while it spins it also sends
-// Reached for each served device whose word moved, so that a short value's round trip
-// crosses no other thread of the agent than the device's own. Each served device has a
+// Threads: whichever thread holds the worker's turn handles every message itself, in the
+// order UCX delivered them, and makes every driver call but sleep: the worker's progress
+// thread, or a served host device's dispatcher, which serves the worker while it waits for
+// work (idling()), the progress thread standing aside meanwhile. In their idle rounds they
+// also send Reached for each served device whose word moved, so that a launch on a host
+// device is received, run and reported on that device's one thread. Each served device has a
 // watcher thread that sleeps in its driver and sends Reached when its word moves while the
 // progress thread sleeps (while that thread spins, the watcher waits apart from the driver,
 // whose store of the word then wakes no one). A reaper thread waits for the work of devices
