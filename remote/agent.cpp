@@ -52,8 +52,12 @@ const std::vector<std::string>& known_devices() {
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 // The watcher's longest sleep in the driver before it looks at its stop flag.
 constexpr auto kWatchSlice = std::chrono::milliseconds(20);
-// While the progress thread spins, its idle rounds report: the watcher looks again once it
-// sleeps, or after this long.
+// While the progress thread (or a host device's dispatcher serving the worker) has called the
+// idle rounds within this, they report: the watcher waits until the progress thread sleeps
+// on the event fd, or kWatchSlice. Each look of the watcher is a wake-up that takes a CPU from
+// the threads on a value's path (a look each millisecond was a thousand a second); should
+// the rounds stop unseen (a dispatcher running a long value), the progress thread, which
+// looks once a millisecond while threads poll, takes them over.
 constexpr auto kSpinningLook = std::chrono::milliseconds(1);
 // The most values a submit may come ahead of the next one.
 constexpr std::uint64_t kAheadMost = 1 << 16;
@@ -1445,7 +1449,7 @@ class AgentImpl final : public Agent {
       // its word would then wake this thread for nothing, a system call and a thread that
       // takes a CPU from those on the value's path.
       if (s.worker->spinning(kSpinningLook)) {
-        s.worker->await_sleep(kSpinningLook);
+        s.worker->await_sleep(kWatchSlice);
         continue;
       }
       std::uint64_t from;
