@@ -9,10 +9,11 @@ usage: check_bench.py RIG_TOOL"""
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
+
+from processes import end_group
 
 SKIP = 77
 FIGURES = ["roundtrip@CPU@127.0.0.1", "copy-host-device@CPU@127.0.0.1", "copy-device-host@CPU@127.0.0.1",
@@ -62,12 +63,7 @@ def main():
         print(f"ok: the remote benches printed their figures beside their floors ({time.monotonic() - start:.1f} s)")
         return 0
     finally:
-        os.killpg(agent.pid, signal.SIGTERM)
-        try:
-            agent.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(agent.pid, signal.SIGKILL)
-            agent.wait()
+        end_group(agent)
 
 
 if __name__ == "__main__":

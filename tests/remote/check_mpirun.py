@@ -8,10 +8,11 @@ usage: check_mpirun.py RIG_TOOL"""
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
+
+from processes import end_group
 
 SKIP = 77
 
@@ -51,12 +52,7 @@ def main():
         print(f"ok: both agents mpirun started served their memory device ({time.monotonic() - start:.1f} s)")
         return 0
     finally:
-        os.killpg(mpirun.pid, signal.SIGTERM)
-        try:
-            mpirun.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(mpirun.pid, signal.SIGKILL)
-            mpirun.wait()
+        end_group(mpirun)
 
 
 if __name__ == "__main__":
