@@ -183,4 +183,17 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
   return bw_overall * double(1 << 20) / 1e9;               // MB/s (2^20 bytes) → GB/s
 }
 
+void UcxFloorInTurn::run() {
+  if (!why_.empty()) return;
+  if (auto figure = ucx_perftest(test_, bytes_, iterations_, why_)) runs_.push_back(*figure);
+}
+
+Spread UcxFloorInTurn::spread() const { return why_.empty() && !runs_.empty() ? spread_of(runs_) : Spread{}; }
+
+std::string UcxFloorInTurn::name(std::string_view what) const {
+  if (!why_.empty() || runs_.empty()) return "ucx_perftest unavailable: " + why_;
+  return fmt::format("ucx_perftest {}{}, loopback, UCX_TLS={}, measured in turn with rig's", test_, what,
+                     remote_transports());
+}
+
 }  // namespace rig::bench

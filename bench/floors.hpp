@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <rig/host_kernel.h>
 
@@ -38,5 +40,26 @@ std::string remote_transports();
 // ucx_perftest is missing or prints no figure.
 std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes, std::uint64_t iterations,
                                    std::string& why);
+
+// A ucx_perftest floor taken in turn with rig's own runs: run() once after each of rig's, so
+// that both figures see the same minutes of a shared machine, where the floor moves from one
+// second to the next as much as rig's figures do. After a run that fails, it runs no more.
+class UcxFloorInTurn {
+ public:
+  UcxFloorInTurn(std::string test, std::uint64_t bytes, std::uint64_t iterations)
+      : test_(std::move(test)), bytes_(bytes), iterations_(iterations) {}
+  void run();
+  // The median of the runs, or no Spread once one failed.
+  Spread spread() const;
+  // "ucx_perftest TEST WHAT, loopback, UCX_TLS=..., measured in turn with rig's", or
+  // "ucx_perftest unavailable: why".
+  std::string name(std::string_view what) const;
+
+ private:
+  std::string test_;
+  std::uint64_t bytes_, iterations_;
+  std::vector<double> runs_;
+  std::string why_;
+};
 
 }  // namespace rig::bench

@@ -92,20 +92,14 @@ std::vector<Figure> roundtrip(const Options& o) {
   std::vector<Figure> out;
   if (d.name().find('@') != std::string::npos) {
     // A remote device: beside UCX's own active-message round trip, the two measured in turn,
-    // a run of each per repeat, since on a shared machine the floor moves as much as rig's
-    // figure from one second to the next (each figure is the median of its runs).
-    std::vector<double> rig_runs, floor_runs;
-    std::string why;
+    // a run of each per repeat (each figure is the median of its runs).
+    std::vector<double> rig_runs;
+    UcxFloorInTurn floor("ucp_am_lat", 8, 20000);
     for (int r = 0; r < o.repeats; ++r) {
       rig_runs.push_back(launch_and_wait(d, 1, 2000, 1).median);
-      if (!why.empty()) continue;  // the floor failed once: it is not tried again
-      if (auto am = ucx_perftest("ucp_am_lat", 8, 20000, why)) floor_runs.push_back(*am);
+      floor.run();
     }
-    const bool floored = why.empty() && !floor_runs.empty();
-    return {make_figure(named("roundtrip", d), spread_of(rig_runs), "ns", floored ? spread_of(floor_runs) : Spread{},
-                        floored ? fmt::format("ucx_perftest ucp_am_lat round trip, loopback, UCX_TLS={}, measured in turn with rig's",
-                                              remote_transports())
-                                : "ucx_perftest unavailable: " + why,
+    return {make_figure(named("roundtrip", d), spread_of(rig_runs), "ns", floor.spread(), floor.name(" round trip"),
                         "launch + wait of an empty one-group kernel on the agent's host device")};
   }
   Spread rig = launch_and_wait(d, o.repeats, n, 1);

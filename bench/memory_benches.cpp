@@ -7,9 +7,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <vector>
-#include <cstring>
 
 #include "../tests/support/fake_driver.hpp"
 #include "bench.hpp"
@@ -39,8 +39,6 @@ std::vector<Figure> copy_with(const Device& d, int repeats) {
   Buffer a = Buffer::create(host(), bytes), b = Buffer::create(host(), bytes);
   touch(a);
   touch(b);
-  auto* pa = reinterpret_cast<void*>(*a.host_address());
-  auto* pb = reinterpret_cast<void*>(*b.host_address());
   Buffer v = Buffer::create(d, bytes);
   Buffer::copy(a, v);
   if (d.name().find('@') != std::string::npos) {
@@ -58,8 +56,8 @@ std::vector<Figure> copy_with(const Device& d, int repeats) {
     const std::function<void()> copies[] = {[&] { Buffer::copy(a, v); }, [&] { Buffer::copy(v, b); },
                                             [&] { Buffer::copy(pinned, v); }, [&] { Buffer::copy(v, pinned); }};
     for (const auto& copy : copies) copy();  // warm up
-    std::vector<double> runs[4], floor_runs;
-    std::string why;
+    std::vector<double> runs[4];
+    UcxFloorInTurn floor("ucp_am_bw", bytes, 8);
     for (int r = 0; r < repeats; ++r) {
       for (int c = 0; c < 4; ++c) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -67,14 +65,10 @@ std::vector<Figure> copy_with(const Device& d, int repeats) {
         const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
         runs[c].push_back(double(bytes) / double(ns.count()));  // bytes per ns = GB/s
       }
-      if (!why.empty()) continue;  // the floor failed once: it is not tried again
-      if (auto am = ucx_perftest("ucp_am_bw", bytes, 8, why)) floor_runs.push_back(*am);
+      floor.run();
     }
-    const bool floored = why.empty() && !floor_runs.empty();
-    const Spread ucx = floored ? spread_of(floor_runs) : Spread{};
-    const std::string name = floored ? fmt::format("ucx_perftest ucp_am_bw, loopback, UCX_TLS={}, measured in turn "
-                                                   "with rig's", remote_transports())
-                                     : "ucx_perftest unavailable: " + why;
+    const Spread ucx = floor.spread();
+    const std::string name = floor.name("");
     const std::string size = fmt::format("{} MiB", double(bytes) / double(1 << 20));
     std::vector<Figure> out{
         make_figure(on("copy-host-device", d), spread_of(runs[0]), "GB/s", ucx, name,
@@ -88,6 +82,8 @@ std::vector<Figure> copy_with(const Device& d, int repeats) {
     for (auto& f : out) f.ratio = f.floor > 0 ? f.value / f.floor : 0;  // a fraction of UCX's rate
     return out;
   }
+  auto* pa = reinterpret_cast<void*>(*a.host_address());
+  auto* pb = reinterpret_cast<void*>(*b.host_address());
   Spread floor = gbps(repeats, [&] { std::memcpy(pb, pa, bytes); }, bytes);
   Spread to = gbps(repeats, [&] { Buffer::copy(a, v); }, bytes);
   Spread from = gbps(repeats, [&] { Buffer::copy(v, b); }, bytes);
