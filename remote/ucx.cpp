@@ -664,13 +664,7 @@ void Worker::progress() {
       if (polled()) break;
       // Another thread holding the turn (finishing a request) is not slept on either: a
       // futex hand-off costs tens of microseconds.
-      if (Turn t(*this, std::try_to_lock); t.owns()) {
-        busy = turn() != 0;
-        if (!busy && handlers_.idle && !muted_.load(std::memory_order_relaxed)) {
-          idle_at_.store(rig_now_ns(), std::memory_order_relaxed);
-          busy = handlers_.idle();
-        }
-      }
+      busy = serve_round();
       if (busy || !spin.spin()) break;
     }
     if (busy || stopping_.load(std::memory_order_relaxed)) continue;

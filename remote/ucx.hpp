@@ -102,10 +102,11 @@ class Worker {
   // thread holds the worker's turn; true if it did. A waiting thread calls it while it
   // spins, so that a reply needs no hand-off from the progress thread.
   bool poll();
-  // One round of another thread's serving, as if it were the progress thread: while no
+  // One round of serving the worker, the progress thread's spin being made of them: while no
   // other thread holds the worker's turn, progresses the worker and runs the handlers of
-  // what it delivered, or else the idle hook. True if it did something. Called between
-  // begin_polling() and end_polling(), so that the progress thread stands aside meanwhile.
+  // what it delivered, or else the idle hook. True if it did something. Another thread calls
+  // it between begin_polling() and end_polling(), so that the progress thread stands aside
+  // meanwhile.
   // The host device's dispatcher calls it while it waits for work on an agent
   // (cpu::DispatcherIdle), so that a value is received, run and reported on that one thread.
   bool serve_round();
