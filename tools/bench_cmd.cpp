@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -233,7 +234,11 @@ int bench(const BenchOptions& options) {
     fmt::print("{}\n", out.dump(2));
   } else {
     const bool with_baseline = !options.compare.empty();
-    fmt::print("{:<22} {:>12} {:>16} {:>12} {:>8}  {}\n", "bench", "rig (median)", "min..max", "floor", "ratio",
+    // The names' column as wide as the longest name (a remote device's names are long), so
+    // that the figures line up under their headings.
+    std::size_t width = 22;
+    for (const auto& f : figures) width = std::max(width, f.name.size());
+    fmt::print("{:<{}} {:>12} {:>16} {:>12} {:>8}  {}\n", "bench", width, "rig (median)", "min..max", "floor", "ratio",
                with_baseline ? "baseline  against it" : "floor is");
     for (std::size_t i = 0; i < figures.size(); ++i) {
       const auto& f = figures[i];
@@ -244,7 +249,7 @@ int bench(const BenchOptions& options) {
                                         c.regression ? "  REGRESSION" : "")
                           : fmt::format("{:>8}  {:<13}", "-", "not compared");
       }
-      fmt::print("{:<22} {:>9.2f} {:<2} {:>7}..{:<7} {:>9.2f} {:<2} {:>8}  {}\n", f.name, f.value, f.unit,
+      fmt::print("{:<{}} {:>9.2f} {:<2} {:>7}..{:<7} {:>9.2f} {:<2} {:>8}  {}\n", f.name, width, f.value, f.unit,
                  short_number(f.min), short_number(f.max), f.floor, f.unit, ratio_text(f.ratio), tail);
     }
   }

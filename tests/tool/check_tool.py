@@ -230,6 +230,27 @@ figures = figures_of(alloc)
 check("bench alloc --device MEM-TOOL measures allocations on MEM-TOOL",
       [f.get("name") for f in figures] == ["alloc@MEM-TOOL"] and all(well_formed(f) for f in figures), alloc.stdout)
 
+# A device's name longer than the table's usual names' column (as remote devices' are): the
+# figures still line up under their headings.
+long_name = "MEM-WITH-A-NAME-LONGER-THAN-THE-COLUMN"
+table = run("bench", "alloc", "--device", long_name, "--repeats", "1")
+lines = table.stdout.splitlines()
+
+
+def lined_up(header, row, name):
+    """The row starts with the whole name, and its ratio ends where the heading "ratio" does."""
+    end = header.find("ratio") + len("ratio")
+    try:
+        float(row[end - 8:end])
+    except ValueError:
+        return False
+    return row.startswith(name + " ") and header.index("rig (median)") > len(name) and row[end:end + 2] == "  "
+
+
+check("bench's table lines its figures up under their headings when a name is longer than the column",
+      table.returncode == 0 and len(lines) == 2 and lined_up(lines[0], lines[1], f"alloc@{long_name}"),
+      table.stdout + table.stderr)
+
 on_cpu = run("bench", "submit", "--device", "CPU", "--json", "--repeats", "1")
 figures = {f.get("name"): f for f in figures_of(on_cpu)}
 check("bench submit --device CPU measures submit on the host device beside the null driver",
