@@ -1,5 +1,6 @@
 #include "floors.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -135,8 +137,47 @@ std::string remote_transports() {
   return tls && *tls ? tls : "tcp";
 }
 
+namespace {
+
+// The transports of the lanes UCX chose for an endpoint, from the "ep_cfg[N]: am(tcp/lo)
+// ka(tcp/lo)" lines it prints at UCX_LOG_LEVEL=info: each "name/device" once, in order.
+std::vector<std::string> lane_transports(const std::string& printed) {
+  std::vector<std::string> out;
+  std::istringstream lines(printed);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("ep_cfg[");
+    if (at == std::string::npos) continue;
+    for (auto open = line.find('(', at); open != std::string::npos; open = line.find('(', open + 1)) {
+      const auto close = line.find(')', open);
+      if (close == std::string::npos) break;
+      // "am(tcp/lo)", or several lanes of one kind: "rma_bw(tcp/lo tcp/eth0)".
+      std::istringstream names(line.substr(open + 1, close - open - 1));
+      for (std::string name; names >> name;)
+        if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    }
+  }
+  return out;
+}
+
+// Whether UCX_TLS's list names `transport` (or a set that holds it: "all", "shm"), or is a
+// negation ("^tcp"), which a floor should not add to.
+bool names_transport(const std::string& tls, std::string_view transport) {
+  if (tls.starts_with('^')) return true;
+  std::istringstream in(tls);
+  for (std::string name; std::getline(in, name, ',');)
+    if (name == transport || name == "all" || name == "shm") return true;
+  return false;
+}
+
+}  // namespace
+
+std::string bandwidth_transports() {
+  const std::string tls = remote_transports();
+  return names_transport(tls, "sysv") ? tls : tls + ",sysv";
+}
+
 std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes, std::uint64_t iterations,
-                                   std::string& why) {
+                                   std::string& why, std::vector<std::string>* lanes_used) {
   if (::access("/usr/bin/ucx_perftest", X_OK) != 0) {
     why = "ucx_perftest is missing (Debian's ucx-utils)";
     return std::nullopt;
@@ -145,23 +186,40 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
   // -e: endpoints with peer error handling, as rig's are (UCX then keeps them alive).
   const std::string args = fmt::format("-t {} -s {} -n {} -w {} -p {} -e -f", test, bytes, iterations,
                                        std::max<std::uint64_t>(1, iterations / 10), port);
-  const std::string tls = remote_transports();
-  FILE* server = ::popen(fmt::format("UCX_TLS='{}' /usr/bin/ucx_perftest {} 2>&1", tls, args).c_str(), "r");
+  const bool bandwidth = test.ends_with("_bw");
+  // A bandwidth floor's buffers from sysv shared memory and nothing else: where sysv cannot
+  // give them, the floor fails and says so, rather than send the zero page unnoticed.
+  const std::string env = bandwidth ? fmt::format("UCX_TLS='{}' UCX_ALLOC_PRIO=md:sysv", bandwidth_transports())
+                                    : fmt::format("UCX_TLS='{}'", remote_transports());
+  FILE* server = ::popen(fmt::format("{} /usr/bin/ucx_perftest {} 2>&1", env, args).c_str(), "r");
   if (!server) {
     why = "ucx_perftest did not start";
     return std::nullopt;
   }
   // The client fails at once while the server does not listen yet: try again a few times.
+  // It prints its endpoint's lanes (UCX_LOG_LEVEL=info), which are checked below.
   std::string printed;
   for (int attempt = 0; attempt < 10 && printed.find("|") == std::string::npos; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    FILE* client =
-        ::popen(fmt::format("UCX_TLS='{}' /usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", tls, args).c_str(), "r");
+    FILE* client = ::popen(
+        fmt::format("{} UCX_LOG_LEVEL=info /usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", env, args).c_str(),
+        "r");
     printed = client ? drain(client) : "";
     if (client) ::pclose(client);
   }
   drain(server);
   ::pclose(server);
+  // A bandwidth floor names sysv only for UCX's allocation; were its bytes to travel over
+  // shared memory, it would measure another transport than rig's copies.
+  const auto lanes = lane_transports(printed);
+  if (lanes_used) *lanes_used = lanes;
+  for (const auto& lane : lanes) {
+    if (bandwidth && lane.starts_with("sysv") && !names_transport(remote_transports(), "sysv")) {
+      why = fmt::format("ucx_perftest's endpoint used {} (its lanes: {}), not the transports rig's copies use",
+                        lane, fmt::join(lanes, " "));
+      return std::nullopt;
+    }
+  }
   // With -f its last line is the figures: iterations, latency (50th percentile, average,
   // overall; µs), bandwidth (average, overall; MB/s), message rate (average, overall).
   std::string last;
@@ -173,6 +231,11 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
   std::istringstream in(last);
   double count = 0, typical = 0, average = 0, overall = 0, bw_average = 0, bw_overall = 0;
   in >> count >> typical >> average >> overall >> bw_average >> bw_overall;
+  if (bandwidth && (last.empty() || !in) && printed.find("Out of memory") != std::string::npos) {
+    why = fmt::format("ucx_perftest could not allocate its {}-byte buffers in sysv shared memory "
+                      "(UCX_ALLOC_PRIO=md:sysv; see ipcs -l)", bytes);
+    return std::nullopt;
+  }
   if (last.empty() || !in) {
     why = "ucx_perftest printed no figure rig can read: " + printed.substr(0, 200);
     return std::nullopt;
@@ -185,15 +248,20 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
 
 void UcxFloorInTurn::run() {
   if (!why_.empty()) return;
-  if (auto figure = ucx_perftest(test_, bytes_, iterations_, why_)) runs_.push_back(*figure);
+  if (auto figure = ucx_perftest(test_, bytes_, iterations_, why_, &lanes_)) runs_.push_back(*figure);
 }
 
 Spread UcxFloorInTurn::spread() const { return why_.empty() && !runs_.empty() ? spread_of(runs_) : Spread{}; }
 
 std::string UcxFloorInTurn::name(std::string_view what) const {
   if (!why_.empty() || runs_.empty()) return "ucx_perftest unavailable: " + why_;
-  return fmt::format("ucx_perftest {}{}, loopback, UCX_TLS={}, measured in turn with rig's", test_, what,
-                     remote_transports());
+  const std::string over = lanes_.empty() ? "" : fmt::format(" over {}", fmt::join(lanes_, " "));
+  if (test_.ends_with("_bw"))
+    return fmt::format("ucx_perftest {}{}, loopback, UCX_TLS={}{}, its buffers in sysv shared memory (UCX_TLS={} "
+                       "UCX_ALLOC_PRIO=md:sysv), measured in turn with rig's",
+                       test_, what, remote_transports(), over, bandwidth_transports());
+  return fmt::format("ucx_perftest {}{}, loopback, UCX_TLS={}{}, measured in turn with rig's", test_, what,
+                     remote_transports(), over);
 }
 
 }  // namespace rig::bench

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The remote benches run end to end: `rig serve --devices CPU` on loopback, then `rig bench
 roundtrip copy --device CPU@127.0.0.1 --json` against it, over tcp. Each figure must come out
-with its floor (ucx_perftest, measured in the same run) and the ratio of the two; the figures
+with its floor (ucx_perftest, measured in the same run, over tcp as rig's messages are; the
+copies' floor with its buffers in shared memory, as UCX allocates them by default, so that it
+sends written memory as rig's copies do) and the ratio of the two; the figures
 are printed for the log, never judged (the machine is shared: speed lives in the benches'
 ratios, read by people). Skips (77) where ucx_perftest is missing (Debian's ucx-utils).
 
@@ -57,6 +59,12 @@ def main():
                 failed = True
             elif not math.isclose(f["ratio"], f["value"] / f["floor"], rel_tol=1e-6):
                 print(f"FAIL: {name}'s ratio {f['ratio']} is not its figure over its floor")
+                failed = True
+            elif " over tcp/" not in f["floor_name"] or " over sysv" in f["floor_name"]:
+                print(f"FAIL: {name}'s floor does not say it went over tcp, as rig's messages do: {f['floor_name']}")
+                failed = True
+            elif name.startswith("copy-") and "UCX_TLS=tcp,sysv UCX_ALLOC_PRIO=md:sysv" not in f["floor_name"]:
+                print(f"FAIL: {name}'s floor does not send from shared memory, as rig's copies do: {f['floor_name']}")
                 failed = True
         if failed:
             return 1
