@@ -55,14 +55,22 @@ inline void futex_wake(std::atomic<std::uint32_t>& word, int count = INT_MAX) {
 }
 
 // A bounded spin: call spin() in a wait loop until it returns false, then park. The first
-// `eager_ns` are pauses (the fast hand-off), yielding the CPU once every kGiveWayRounds;
+// `eager_ns` are pauses (the fast hand-off), yielding the CPU once every `give_way` rounds
+// (a power of two; kGiveWayRounds unless the caller's rounds are longer than a pause);
 // after that each round yields it, so that on a machine with more runnable threads than
 // cores a spinner does not keep the thread it waits for off the CPU. The clock is read
 // every few rounds only.
 class Spin {
  public:
-  Spin(std::uint64_t eager_ns, std::uint64_t total_ns)
-      : eager_ns_(eager_ns), total_ns_(total_ns), start_(rig_now_ns()) {}
+  // Rounds of pauses between two yields of the eager phase: 1.5 µs on the VMs rig runs on.
+  // A thread that shares the spinner's CPU (the dispatcher's and a remote agent's progress
+  // thread, say, on two cores) then runs within that, not at the eager phase's end (20 µs
+  // of the round trip of a launch on a remote host device, measured); a yield with no
+  // other thread to run returns at once.
+  static constexpr std::uint32_t kGiveWayRounds = 64;
+
+  Spin(std::uint64_t eager_ns, std::uint64_t total_ns, std::uint32_t give_way = kGiveWayRounds)
+      : eager_ns_(eager_ns), total_ns_(total_ns), start_(rig_now_ns()), give_way_mask_(give_way - 1) {}
 
   // One round of waiting; false once the budget is spent.
   bool spin() {
@@ -70,7 +78,7 @@ class Spin {
       elapsed_ = rig_now_ns() - start_;
       if (elapsed_ >= total_ns_) return false;
     }
-    if (elapsed_ < eager_ns_ && (rounds_ & (kGiveWayRounds - 1)) != 0) {
+    if (elapsed_ < eager_ns_ && (rounds_ & give_way_mask_) != 0) {
       cpu_relax();
     } else {
       sched_yield();
@@ -79,15 +87,10 @@ class Spin {
   }
 
  private:
-  // Rounds of pauses between two yields of the eager phase: 1.5 µs on the VMs rig runs on.
-  // A thread that shares the spinner's CPU (the dispatcher's and a remote agent's progress
-  // thread, say, on two cores) then runs within that, not at the eager phase's end (20 µs
-  // of the round trip of a launch on a remote host device, measured); a yield with no
-  // other thread to run returns at once.
-  static constexpr std::uint32_t kGiveWayRounds = 64;
   std::uint64_t eager_ns_;
   std::uint64_t total_ns_;
   std::uint64_t start_;
+  std::uint32_t give_way_mask_;
   std::uint64_t elapsed_ = 0;
   std::uint32_t rounds_ = 0;
 };
