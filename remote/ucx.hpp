@@ -58,9 +58,10 @@ struct Handlers {
   std::function<void(ucp_ep_h ep, ucs_status_t status)> error;
   // A connection accepted on the listener: its endpoint.
   std::function<void(ucp_ep_h ep)> accepted;
-  // Called, where set, on each round of the progress thread's spin while UCX has nothing:
-  // true if it did something, which keeps the thread spinning. The agent sends Reached
-  // from it, so that a value reached while the thread spins needs no other thread.
+  // Called, where set, at the start of each serving round (serve_round: the progress
+  // thread's spin, or a thread that serves the worker while it waits), before UCX's
+  // progress: true if it did something, which keeps the thread spinning. The agent sends
+  // Reached from it, so that a value reached while a thread serves needs no other thread.
   std::function<bool()> idle;
   // A data message from `from`: its header (a protocol message) and its bytes, which wait in
   // UCX until the handler takes them (Worker::take) or lets them go (Worker::drop); one of
@@ -103,8 +104,8 @@ class Worker {
   // spins, so that a reply needs no hand-off from the progress thread.
   bool poll();
   // One round of serving the worker, the progress thread's spin being made of them: while no
-  // other thread holds the worker's turn, progresses the worker and runs the handlers of
-  // what it delivered, or else the idle hook. True if it did something. Another thread calls
+  // other thread holds the worker's turn, calls the idle hook, then progresses the worker and
+  // runs the handlers of what it delivered. True if it did something. Another thread calls
   // it between begin_polling() and end_polling(), so that the progress thread stands aside
   // meanwhile.
   // The host device's dispatcher calls it while it waits for work on an agent
