@@ -5,14 +5,19 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef RIG_STATIC_BUNDLE  // a static bundle has no OpenCL loader (Debian ships it shared only)
@@ -108,19 +113,48 @@ Spread openmp_empty_region(int repeats, std::uint64_t n, int threads) {
 
 namespace {
 
-// A TCP port on loopback that no one listens on now, for ucx_perftest's exchange.
+// A TCP port on loopback that no one listens on now, for ucx_perftest's exchange: one below
+// the system's ephemeral range (ip_local_port_range) where that leaves room, so that no
+// socket the system numbers itself (a connection's own end, or UCX's listeners, bound to
+// port 0 in both ucx_perftest processes as they start) can take it before the server binds it.
 int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t n = sizeof a;
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) ::close(fd);
-  return port;
+  int first_ephemeral = 32768;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> first_ephemeral;
+  std::minstd_rand pick{std::uint32_t(rig_now_ns())};
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    // The last tries, or where the range starts low: a port the system picks.
+    const bool below = first_ephemeral > 12000 && attempt < 48;
+    a.sin_port = below ? htons(std::uint16_t(10000 + pick() % std::uint32_t(first_ephemeral - 10000))) : 0;
+    socklen_t n = sizeof a;
+    int port = 0;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) == 0)
+      port = ntohs(a.sin_port);
+    ::close(fd);
+    if (port != 0) return port;
+  }
+  return 0;
+}
+
+// What a process printed, on one line of at most 300 characters: its lines joined by " / ",
+// UCX's "[time] [host:pid:thread] file.c:line UCX " prefixes left out.
+std::string one_line(const std::string& printed) {
+  std::string out;
+  std::istringstream lines(printed);
+  for (std::string line; std::getline(lines, line);) {
+    if (const auto ucx = line.find(" UCX "); line.starts_with('[') && ucx != std::string::npos) line.erase(0, ucx + 5);
+    const auto first = line.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    if (!out.empty()) out += " / ";
+    out += line.substr(first);
+  }
+  if (out.size() > 300) out = out.substr(0, 297) + "...";
+  return out.empty() ? "nothing" : out;
 }
 
 std::string drain(FILE* f) {
@@ -128,6 +162,38 @@ std::string drain(FILE* f) {
   char buffer[4096];
   while (std::fgets(buffer, sizeof buffer, f)) out += buffer;
   return out;
+}
+
+// A shell command started with its output (stdout and what it sends there) in a pipe: popen,
+// with the process's id, so that a server no client reached can be ended.
+struct Spawned {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+  // What it printed, once it ended (waited for).
+  std::string finish() {
+    std::string printed = out ? drain(out) : "";
+    if (out) std::fclose(out);
+    int status = 0;
+    if (pid > 0) ::waitpid(pid, &status, 0);
+    return printed;
+  }
+};
+
+Spawned spawn(const std::string& command) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  if (pid < 0) {
+    ::close(fds[0]);
+    return {};
+  }
+  return {pid, ::fdopen(fds[0], "r")};
 }
 
 }  // namespace
@@ -182,33 +248,38 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
     why = "ucx_perftest is missing (Debian's ucx-utils)";
     return std::nullopt;
   }
-  const int port = free_port();
-  // -e: endpoints with peer error handling, as rig's are (UCX then keeps them alive).
-  const std::string args = fmt::format("-t {} -s {} -n {} -w {} -p {} -e -f", test, bytes, iterations,
-                                       std::max<std::uint64_t>(1, iterations / 10), port);
   const bool bandwidth = test.ends_with("_bw");
   // A bandwidth floor's buffers from sysv shared memory and nothing else: where sysv cannot
   // give them, the floor fails and says so, rather than send the zero page unnoticed.
   const std::string env = bandwidth ? fmt::format("UCX_TLS='{}' UCX_ALLOC_PRIO=md:sysv", bandwidth_transports())
                                     : fmt::format("UCX_TLS='{}'", remote_transports());
-  FILE* server = ::popen(fmt::format("{} /usr/bin/ucx_perftest {} 2>&1", env, args).c_str(), "r");
-  if (!server) {
-    why = "ucx_perftest did not start";
-    return std::nullopt;
+  // The client fails at once while the server does not listen yet: it tries again for 6 s.
+  // It prints its endpoint's lanes (UCX_LOG_LEVEL=info), which are checked below. A server
+  // that never listened (its port taken after all, or it failed) is started once more on
+  // another port.
+  std::string printed, served;
+  for (int server_try = 0; server_try < 2 && printed.find('|') == std::string::npos; ++server_try) {
+    // -e: endpoints with peer error handling, as rig's are (UCX then keeps them alive).
+    const std::string args = fmt::format("-t {} -s {} -n {} -w {} -p {} -e -f", test, bytes, iterations,
+                                         std::max<std::uint64_t>(1, iterations / 10), free_port());
+    Spawned server = spawn(fmt::format("{} exec /usr/bin/ucx_perftest {} 2>&1", env, args));
+    if (server.pid < 0) {
+      why = "ucx_perftest did not start";
+      return std::nullopt;
+    }
+    printed.clear();
+    for (int attempt = 0; attempt < 20 && printed.find('|') == std::string::npos; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      FILE* client = ::popen(
+          fmt::format("{} UCX_LOG_LEVEL=info /usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", env, args).c_str(),
+          "r");
+      printed = client ? drain(client) : "";
+      if (client) ::pclose(client);
+    }
+    // A server no client reached is ended; one that served ends on its own.
+    if (printed.find('|') == std::string::npos) ::kill(server.pid, SIGTERM);
+    served = server.finish();
   }
-  // The client fails at once while the server does not listen yet: try again a few times.
-  // It prints its endpoint's lanes (UCX_LOG_LEVEL=info), which are checked below.
-  std::string printed;
-  for (int attempt = 0; attempt < 10 && printed.find("|") == std::string::npos; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    FILE* client = ::popen(
-        fmt::format("{} UCX_LOG_LEVEL=info /usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", env, args).c_str(),
-        "r");
-    printed = client ? drain(client) : "";
-    if (client) ::pclose(client);
-  }
-  drain(server);
-  ::pclose(server);
   // A bandwidth floor names sysv only for UCX's allocation; were its bytes to travel over
   // shared memory, it would measure another transport than rig's copies.
   const auto lanes = lane_transports(printed);
@@ -237,7 +308,8 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
     return std::nullopt;
   }
   if (last.empty() || !in) {
-    why = "ucx_perftest printed no figure rig can read: " + printed.substr(0, 200);
+    why = fmt::format("ucx_perftest printed no figure rig can read: {} (its server: {})", one_line(printed),
+                      one_line(served));
     return std::nullopt;
   }
   // The overall average, as rig's figures are (a run's time over its round trips): over tcp
