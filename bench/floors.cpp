@@ -165,7 +165,8 @@ std::string drain(FILE* f) {
 }
 
 // A shell command started with its output (stdout and what it sends there) in a pipe: popen,
-// with the process's id, so that a server no client reached can be ended.
+// with the process's id, so that a server no client reached can be ended. Each ucx_perftest
+// process of a floor, server and client, is started so.
 struct Spawned {
   pid_t pid = -1;
   FILE* out = nullptr;
@@ -270,11 +271,8 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
     printed.clear();
     for (int attempt = 0; attempt < 20 && printed.find('|') == std::string::npos; ++attempt) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      FILE* client = ::popen(
-          fmt::format("{} UCX_LOG_LEVEL=info /usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", env, args).c_str(),
-          "r");
-      printed = client ? drain(client) : "";
-      if (client) ::pclose(client);
+      printed = spawn(fmt::format("{} UCX_LOG_LEVEL=info exec /usr/bin/ucx_perftest 127.0.0.1 {} 2>&1", env, args))
+                    .finish();
     }
     // A server no client reached is ended; one that served ends on its own.
     if (printed.find('|') == std::string::npos) ::kill(server.pid, SIGTERM);
@@ -284,10 +282,11 @@ std::optional<double> ucx_perftest(const std::string& test, std::uint64_t bytes,
   // shared memory, it would measure another transport than rig's copies.
   const auto lanes = lane_transports(printed);
   if (lanes_used) *lanes_used = lanes;
-  for (const auto& lane : lanes) {
-    if (bandwidth && lane.starts_with("sysv") && !names_transport(remote_transports(), "sysv")) {
+  if (bandwidth && !names_transport(remote_transports(), "sysv")) {
+    const auto sysv = std::find_if(lanes.begin(), lanes.end(), [](const auto& l) { return l.starts_with("sysv"); });
+    if (sysv != lanes.end()) {
       why = fmt::format("ucx_perftest's endpoint used {} (its lanes: {}), not the transports rig's copies use",
-                        lane, fmt::join(lanes, " "));
+                        *sysv, fmt::join(lanes, " "));
       return std::nullopt;
     }
   }

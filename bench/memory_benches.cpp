@@ -47,9 +47,9 @@ std::vector<Figure> copy_with(const Device& d, int repeats) {
     // ucp_put_bw: over tcp, which has no RDMA, a put lands only when the target progresses,
     // and that test's target does not (here it gave 56 MB/s for 1 MiB puts, a wait for the
     // target's keepalive, not the wire's rate). The floor sends from shared memory, as these
-    // copies send written memory (bandwidth_transports()). Also from the device's Pinned memory (this
-    // process's memory, mapped on the agent), which the copy does not stage through host
-    // memory of rig's own. Each repeat copies once each way and runs the floor once, so that
+    // copies send written memory (bandwidth_transports()). Also from the device's Pinned
+    // memory (this process's memory, mapped on the agent), which the copy does not stage
+    // through host memory of rig's own. Each repeat copies once each way and runs the floor once, so that
     // rig's figures and the floor's are taken in turn: on a shared machine the floor moves
     // from one second to the next as much as rig's figures do (each is the median of its runs).
     Buffer pinned = Buffer::create(d, bytes, Memory::Pinned);
