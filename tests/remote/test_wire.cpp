@@ -105,6 +105,21 @@ TEST_CASE("every message decodes to what was encoded") {
   CHECK(round_trip(Lost{2, "fill returned 3"}).why == "fill returned 3");
 }
 
+TEST_CASE("encoding into a vector that held another message leaves exactly the new one") {
+  // Senders encode each message into the same vector: what a longer one left there must not
+  // trail a shorter one, and a longer one must grow past what a shorter one left.
+  std::vector<std::byte> out;
+  encode(Image{1, 1, std::vector<std::byte>(5000, std::byte{7})}, out);
+  encode(Commit{1, 2}, out);
+  CHECK(out == encode(Message{Commit{1, 2}}));
+  REQUIRE(decode(out).has_value());
+  CHECK(std::get<Commit>(*decode(out)).value == 2);
+  encode(a_submit(), out);
+  CHECK(out == encode(Message{a_submit()}));
+  encode(Image{3, 1, bytes("abcd")}, out);
+  CHECK(out == encode(Message{Image{3, 1, bytes("abcd")}}));
+}
+
 TEST_CASE("a message whose declared body length is not what follows is refused") {
   auto b = encode(Message{Commit{1, 2}});
   put_u32(b, 8, std::uint32_t(b.size()));  // more than follows
