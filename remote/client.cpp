@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "../host/futex.hpp"
+#include "../host/host_memory.hpp"
 #include "ucx.hpp"
 #include "wire.hpp"
 
@@ -243,6 +244,7 @@ struct Region {
   std::uint64_t bytes = 0;
   std::byte* host = nullptr;  // mapped host memory; null for device memory
   bool pinned = false;        // host memory of its own (Pinned), freed with it
+  bool pages = false;         // Pinned memory from pages_ (else the heap's)
   ucp_mem_h memh = nullptr;   // mapped host memory's registration, for its Data
 };
 
@@ -309,11 +311,12 @@ class RemoteDevice final : public edge::Driver {
   // taken before the value is: none is in flight on the registration it drops.
   void free(edge::Region region) override {
     std::byte* owned = nullptr;
+    bool pages = false;
     ucp_mem_h memh = nullptr;
     {
       std::lock_guard g(regions_mutex_);
       if (auto it = regions_.find(region.id); it != regions_.end()) {
-        if (it->second.pinned) owned = it->second.host;
+        if (it->second.pinned) owned = it->second.host, pages = it->second.pages;
         memh = it->second.memh;
         by_address_.erase(it->second.address);
         regions_.erase(it);
@@ -321,7 +324,7 @@ class RemoteDevice final : public edge::Driver {
     }
     c_->send(wire::Free{id_, region.id});
     c_->worker().unregister(memh);
-    std::free(owned);
+    release_pinned(owned, pages);
   }
 
   edge::Location locate(edge::Region region) override {
@@ -581,7 +584,8 @@ class RemoteDevice final : public edge::Driver {
   // `bytes` of host memory from `host`, registered and mapped on the agent: the region's id;
   // nullopt where there is no room for it now, 0 where the agent refused it (`refused` set
   // to its reason, where given).
-  std::optional<std::uint64_t> mapped(std::byte* host, std::size_t bytes, bool pinned, std::string* refused = nullptr) {
+  std::optional<std::uint64_t> mapped(std::byte* host, std::size_t bytes, bool pinned, std::string* refused = nullptr,
+                                      bool pages = false) {
     auto registration = c_->worker().register_memory(host, bytes);
     if (!registration) return std::nullopt;
     wire::Reply r;
@@ -598,25 +602,36 @@ class RemoteDevice final : public edge::Driver {
       return 0;
     }
     std::lock_guard g(regions_mutex_);
-    regions_[r.a] = Region{r.b, bytes, host, pinned, *registration};
+    regions_[r.a] = Region{r.b, bytes, host, pinned, pages, *registration};
     by_address_[r.b] = r.a;
     return r.a;
   }
 
   // Pinned memory: host memory of this process, mapped on the agent as map_host maps it.
+  // Pages of its own where it is large enough, as the host device allocates them (a
+  // memfd's, shared): copies from the agent's device into anonymous heap pages ran at
+  // two-thirds of the rate into those (2.0 against 3.2 GB/s for 256 MiB over loopback tcp,
+  // Linux 6.18), into memfd pages as fast as into rig's host memory. Smaller ones from the
+  // heap, on a page.
   std::optional<edge::Region> pinned(std::size_t bytes) {
     const std::size_t rounded = (bytes + 4095) & ~std::size_t(4095);
-    auto* host = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
+    std::byte* host = nullptr;
+    const bool pages = rounded >= kPinnedPagesLeast;
+    if (pages) {
+      if (auto r = pages_.alloc(Memory::Mapped, rounded)) host = reinterpret_cast<std::byte*>(r->id);
+    } else {
+      host = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
+    }
     if (!host) return std::nullopt;
     std::optional<std::uint64_t> id;
     std::string why;
     try {
-      id = mapped(host, rounded, true, &why);
+      id = mapped(host, rounded, true, &why, pages);
     } catch (...) {
-      std::free(host);
+      release_pinned(host, pages);
       throw;
     }
-    if (!id || *id == 0) std::free(host);
+    if (!id || *id == 0) release_pinned(host, pages);
     if (!id) return std::nullopt;
     if (*id == 0) throw std::invalid_argument(fmt::format("{}: {}", name_, why));
     return edge::Region{std::uintptr_t(*id)};
@@ -704,6 +719,17 @@ class RemoteDevice final : public edge::Driver {
   std::uint32_t id_;
   volatile std::uint64_t* word_;
   RemoteEdge edge_{};
+  // Pinned memory of at least this many bytes comes from pages_: page-aligned pages of its
+  // own there (HostMemory gives those from 64 KiB and 4 pages).
+  static constexpr std::size_t kPinnedPagesLeast = 64 << 10;
+  void release_pinned(std::byte* host, bool pages) {
+    if (!host) return;
+    if (pages)
+      pages_.free(edge::Region{reinterpret_cast<std::uintptr_t>(host)});
+    else
+      std::free(host);
+  }
+  host::HostMemory pages_;
   std::mutex regions_mutex_;
   std::map<std::uint64_t, Region> regions_;
   std::map<std::uint64_t, std::uint64_t> by_address_;  // a region's address → its id
