@@ -244,7 +244,6 @@ struct Region {
   std::uint64_t bytes = 0;
   std::byte* host = nullptr;  // mapped host memory; null for device memory
   bool pinned = false;        // host memory of its own (Pinned), freed with it
-  bool pages = false;         // Pinned memory from pages_ (else the heap's)
   ucp_mem_h memh = nullptr;   // mapped host memory's registration, for its Data
 };
 
@@ -311,12 +310,12 @@ class RemoteDevice final : public edge::Driver {
   // taken before the value is: none is in flight on the registration it drops.
   void free(edge::Region region) override {
     std::byte* owned = nullptr;
-    bool pages = false;
+    std::size_t owned_bytes = 0;
     ucp_mem_h memh = nullptr;
     {
       std::lock_guard g(regions_mutex_);
       if (auto it = regions_.find(region.id); it != regions_.end()) {
-        if (it->second.pinned) owned = it->second.host, pages = it->second.pages;
+        if (it->second.pinned) owned = it->second.host, owned_bytes = it->second.bytes;
         memh = it->second.memh;
         by_address_.erase(it->second.address);
         regions_.erase(it);
@@ -324,7 +323,7 @@ class RemoteDevice final : public edge::Driver {
     }
     c_->send(wire::Free{id_, region.id});
     c_->worker().unregister(memh);
-    release_pinned(owned, pages);
+    release_pinned(owned, owned_bytes);
   }
 
   edge::Location locate(edge::Region region) override {
@@ -584,8 +583,7 @@ class RemoteDevice final : public edge::Driver {
   // `bytes` of host memory from `host`, registered and mapped on the agent: the region's id;
   // nullopt where there is no room for it now, 0 where the agent refused it (`refused` set
   // to its reason, where given).
-  std::optional<std::uint64_t> mapped(std::byte* host, std::size_t bytes, bool pinned, std::string* refused = nullptr,
-                                      bool pages = false) {
+  std::optional<std::uint64_t> mapped(std::byte* host, std::size_t bytes, bool pinned, std::string* refused = nullptr) {
     auto registration = c_->worker().register_memory(host, bytes);
     if (!registration) return std::nullopt;
     wire::Reply r;
@@ -602,7 +600,7 @@ class RemoteDevice final : public edge::Driver {
       return 0;
     }
     std::lock_guard g(regions_mutex_);
-    regions_[r.a] = Region{r.b, bytes, host, pinned, pages, *registration};
+    regions_[r.a] = Region{r.b, bytes, host, pinned, *registration};
     by_address_[r.b] = r.a;
     return r.a;
   }
@@ -616,8 +614,7 @@ class RemoteDevice final : public edge::Driver {
   std::optional<edge::Region> pinned(std::size_t bytes) {
     const std::size_t rounded = (bytes + 4095) & ~std::size_t(4095);
     std::byte* host = nullptr;
-    const bool pages = rounded >= kPinnedPagesLeast;
-    if (pages) {
+    if (rounded >= kPinnedPagesLeast) {
       if (auto r = pages_.alloc(Memory::Mapped, rounded)) host = reinterpret_cast<std::byte*>(r->id);
     } else {
       host = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
@@ -626,12 +623,12 @@ class RemoteDevice final : public edge::Driver {
     std::optional<std::uint64_t> id;
     std::string why;
     try {
-      id = mapped(host, rounded, true, &why, pages);
+      id = mapped(host, rounded, true, &why);
     } catch (...) {
-      release_pinned(host, pages);
+      release_pinned(host, rounded);
       throw;
     }
-    if (!id || *id == 0) release_pinned(host, pages);
+    if (!id || *id == 0) release_pinned(host, rounded);
     if (!id) return std::nullopt;
     if (*id == 0) throw std::invalid_argument(fmt::format("{}: {}", name_, why));
     return edge::Region{std::uintptr_t(*id)};
@@ -719,12 +716,13 @@ class RemoteDevice final : public edge::Driver {
   std::uint32_t id_;
   volatile std::uint64_t* word_;
   RemoteEdge edge_{};
-  // Pinned memory of at least this many bytes comes from pages_: page-aligned pages of its
-  // own there (HostMemory gives those from 64 KiB and 4 pages).
+  // Pinned memory of at least this many bytes (rounded to pages) comes from pages_:
+  // page-aligned pages of its own there (HostMemory gives those from 64 KiB and 4 pages).
   static constexpr std::size_t kPinnedPagesLeast = 64 << 10;
-  void release_pinned(std::byte* host, bool pages) {
+  // Gives back Pinned memory of `bytes` (as pinned() rounded them) to where it came from.
+  void release_pinned(std::byte* host, std::size_t bytes) {
     if (!host) return;
-    if (pages)
+    if (bytes >= kPinnedPagesLeast)
       pages_.free(edge::Region{reinterpret_cast<std::uintptr_t>(host)});
     else
       std::free(host);

@@ -94,7 +94,6 @@ class Writer {
   // by field (a resize for each of a launch's forty fields was a fifth of a microsecond of
   // each Submit).
   explicit Writer(std::vector<std::byte>& out) : out_(out) {}
-  std::size_t size() const { return at_; }
   void finish() { out_.resize(at_); }
   template <class T>
   void put(T v) {
