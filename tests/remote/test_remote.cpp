@@ -198,6 +198,26 @@ TEST_CASE("a token file that others may read is refused; one only its owner read
   CHECK(agent.error().starts_with("no token"));
 }
 
+namespace {
+
+// Writes byte i of b as (i * 31 + seed) mod 256.
+void write_pattern(Buffer& b, std::size_t seed) {
+  b.write<std::uint8_t>([&](std::span<std::uint8_t> x) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint8_t(i * 31 + seed);
+  });
+}
+
+// How many bytes of b differ from write_pattern's.
+std::size_t unlike_pattern(Buffer& b, std::size_t seed) {
+  std::size_t wrong = 0;
+  b.read<std::uint8_t>([&](std::span<const std::uint8_t> x) {
+    for (std::size_t i = 0; i < x.size(); ++i) wrong += x[i] != std::uint8_t(i * 31 + seed);
+  });
+  return wrong;
+}
+
+}  // namespace
+
 TEST_CASE("copies with host memory travel as Data: bytes match both ways, below and above the rendezvous threshold") {
   Device d = open_remote("MEM");
   // UCX's tcp transport sends up to 8 KiB in one message and larger ones by rendezvous
@@ -206,17 +226,11 @@ TEST_CASE("copies with host memory travel as Data: bytes match both ways, below 
                         std::size_t(1) << 20, (std::size_t(4) << 20) + 3}) {
     CAPTURE(n);
     Buffer in = Buffer::create(host(), n), out = Buffer::create(host(), n), remote = Buffer::create(d, n);
-    in.write<std::uint8_t>([&](std::span<std::uint8_t> x) {
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint8_t(i * 31 + n);
-    });
+    write_pattern(in, n);
     out.write<std::uint8_t>([](std::span<std::uint8_t> x) { std::fill(x.begin(), x.end(), 0); });
     Buffer::copy(in, remote);
     Buffer::copy(remote, out);
-    std::size_t wrong = 0;
-    out.read<std::uint8_t>([&](std::span<const std::uint8_t> x) {
-      for (std::size_t i = 0; i < x.size(); ++i) wrong += x[i] != std::uint8_t(i * 31 + n);
-    });
-    CHECK(wrong == 0);
+    CHECK(unlike_pattern(out, n) == 0);
   }
 }
 
@@ -254,23 +268,14 @@ TEST_CASE("a remote device's Pinned memory of 64 KiB or more is pages of its own
     // rate into a memfd's pages: large Pinned memory is the latter, as rig's host memory is.
     CHECK((mapping.find("memfd:rig-host") != std::string::npos) == (n >= (std::size_t(64) << 10)));
     Buffer in = Buffer::create(host(), n);
-    in.write<std::uint8_t>([&](std::span<std::uint8_t> x) {
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::uint8_t(i * 7 + n);
-    });
+    write_pattern(in, n);
     Buffer::copy(in, there);
     Buffer::copy(there, pinned);
-    std::size_t wrong = 0;
-    pinned.read<std::uint8_t>([&](std::span<const std::uint8_t> x) {
-      for (std::size_t i = 0; i < x.size(); ++i) wrong += x[i] != std::uint8_t(i * 7 + n);
-    });
-    CHECK(wrong == 0);
-    pinned.write<std::uint8_t>([](std::span<std::uint8_t> x) { std::fill(x.begin(), x.end(), std::uint8_t(0x5a)); });
+    CHECK(unlike_pattern(pinned, n) == 0);
+    write_pattern(pinned, n + 1);
     Buffer::copy(pinned, there);
     Buffer::copy(there, in);
-    in.read<std::uint8_t>([&](std::span<const std::uint8_t> x) {
-      wrong = std::size_t(std::count_if(x.begin(), x.end(), [](std::uint8_t b) { return b != 0x5a; }));
-    });
-    CHECK(wrong == 0);
+    CHECK(unlike_pattern(in, n + 1) == 0);
   }
 }
 
