@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "elf_loader.hpp"
+#include "maps.hpp"
 
 #ifndef RIG_ELF_OBJECT_DIR
 #error "RIG_ELF_OBJECT_DIR must name the folder of the test objects"
@@ -118,19 +119,12 @@ T peek(const std::vector<std::byte>& bytes, std::size_t offset) {
 
 // The permissions ("r-xp"...) of the mapping holding `address`, from /proc/self/maps.
 std::string permissions_of(const void* address) {
-  std::ifstream maps("/proc/self/maps");
-  const auto target = reinterpret_cast<std::uintptr_t>(address);
-  std::string line;
-  while (std::getline(maps, line)) {
-    std::istringstream fields(line);
-    std::string range, permissions;
-    fields >> range >> permissions;
-    const auto dash = range.find('-');
-    const auto begin = std::stoull(range.substr(0, dash), nullptr, 16);
-    const auto end = std::stoull(range.substr(dash + 1), nullptr, 16);
-    if (begin <= target && target < end) return permissions;
-  }
-  return "unmapped";
+  const std::string line = rig::test::mapping_of(reinterpret_cast<std::uintptr_t>(address));
+  if (line.empty()) return "unmapped";
+  std::istringstream fields(line);
+  std::string range, permissions;
+  fields >> range >> permissions;
+  return permissions;
 }
 
 // A page mapped far (terabytes) from anything else: at one of `starts`.

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -25,6 +24,7 @@
 #include "fake_driver.hpp"
 #include "faulty.hpp"
 #include "host_driver.hpp"
+#include "maps.hpp"
 #include "support.hpp"
 #include "ucx.hpp"
 #include "wire.hpp"
@@ -234,25 +234,6 @@ TEST_CASE("copies with host memory travel as Data: bytes match both ways, below 
   }
 }
 
-namespace {
-
-// The line of /proc/self/maps whose mapping holds `address`, or "" where none does.
-std::string mapping_of(std::uintptr_t address) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    const auto dash = line.find('-');
-    const auto space = line.find(' ');
-    if (dash == std::string::npos || space == std::string::npos) continue;
-    const auto begin = std::stoull(line.substr(0, dash), nullptr, 16);
-    const auto end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
-    if (begin <= address && address < end) return line;
-  }
-  return "";
-}
-
-}  // namespace
-
 TEST_CASE("a remote device's Pinned memory of 64 KiB or more is pages of its own, as the host device's; all of it is "
           "on a page, and copies fill it and read it") {
   Device d = open_remote("CPU");
@@ -262,7 +243,7 @@ TEST_CASE("a remote device's Pinned memory of 64 KiB or more is pages of its own
     const auto at = pinned.host_address();
     REQUIRE(at.has_value());
     CHECK(*at % 4096 == 0);
-    const std::string mapping = mapping_of(*at);
+    const std::string mapping = rig::test::mapping_of(*at);
     CAPTURE(mapping);
     // Copies from the agent's device into anonymous heap pages ran at two-thirds of the
     // rate into a memfd's pages: large Pinned memory is the latter, as rig's host memory is.
